@@ -1,0 +1,58 @@
+// gradcodec formats — read and write gradient snapshots (NPY, directory of NPY, NPZ, HDF5,
+// safetensors). A format never includes a stage; the library never includes a format.
+//
+// Every failure throws gradcodec::Error: ErrorCode::Input for unreadable, unsupported, corrupt or
+// lying input files (one line naming the file and what is wrong), ErrorCode::Usage for an output
+// path whose format cannot be told or cannot hold the data.
+#pragma once
+
+#include <gradcodec/tensor.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gradcodec::formats {
+
+enum class Format { Npy, NpyDir, Npz, Hdf5, Safetensors };
+const char* format_name(Format f) noexcept;
+
+// A lazily read snapshot: open() validates the container structure and lists every array
+// (floating or not) in file order; read(i) loads one array's data. Lengths and offsets are
+// checked against the file size before anything is allocated.
+class SnapshotReader {
+ public:
+  virtual ~SnapshotReader() = default;
+  virtual Format format() const = 0;
+  virtual const std::string& path() const = 0;
+  // Every array of the file, in file order. Non-floating arrays have dtype Other and a descr.
+  virtual const std::vector<TensorInfo>& arrays() const = 0;
+  // Loads array i (C order, little-endian). Throws Error(Input) when the data is truncated or
+  // corrupt. Arrays whose data cannot be represented even as bytes (e.g. HDF5 variable-length)
+  // throw Error(Input) naming the array.
+  virtual Tensor read(size_t i) = 0;
+};
+
+// Opens PATH by its extension (.npy, .npz, .h5, .hdf5, .safetensors) or as a directory of .npy
+// files (sorted by name; each array named by its file stem). When the extension is unknown the
+// first bytes decide. "-" reads standard input fully into memory and detects the format by magic.
+std::unique_ptr<SnapshotReader> open_snapshot(const std::string& path);
+
+// Writes tensors to PATH in the format its extension names (.npy for exactly one tensor, .npz,
+// .h5/.hdf5, .safetensors, or a path ending in '/' or an existing directory for one .npy per
+// tensor). Tensor names become member/dataset names (HDF5: '.'-joined names become nested groups).
+// Writes to a temporary file beside PATH and renames it on success; refuses to replace an existing
+// PATH unless `overwrite`. "-" writes NPZ to standard output.
+class SnapshotWriter {
+ public:
+  virtual ~SnapshotWriter() = default;
+  virtual void add(const Tensor& t) = 0;
+  // Completes the file. Without finish() the destructor removes everything written.
+  virtual void finish() = 0;
+};
+std::unique_ptr<SnapshotWriter> create_snapshot(const std::string& path, bool overwrite);
+
+// The format PATH names by extension (or directory); throws Error(Usage) if none fits.
+Format format_for_output(const std::string& path);
+
+}  // namespace gradcodec::formats

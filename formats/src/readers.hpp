@@ -1,0 +1,25 @@
+// Internal to gradcodec::formats: one factory pair per format; snapshot.cpp dispatches to them.
+#pragma once
+
+#include <gradcodec/file_io.hpp>
+#include <gradcodec/formats/snapshot_io.hpp>
+
+#include <memory>
+#include <string>
+
+namespace gradcodec::formats {
+
+std::unique_ptr<SnapshotReader> open_npy(std::shared_ptr<const InputFile> file);
+std::unique_ptr<SnapshotReader> open_npy_dir(const std::string& dir);
+std::unique_ptr<SnapshotReader> open_npz(std::shared_ptr<const InputFile> file);
+// HDF5 is read through the library by path; the InputFile is used for in-memory (stdin) images.
+std::unique_ptr<SnapshotReader> open_hdf5(std::shared_ptr<const InputFile> file);
+std::unique_ptr<SnapshotReader> open_safetensors(std::shared_ptr<const InputFile> file);
+
+std::unique_ptr<SnapshotWriter> create_npy(const std::string& path, bool overwrite);
+std::unique_ptr<SnapshotWriter> create_npy_dir(const std::string& dir, bool overwrite);
+std::unique_ptr<SnapshotWriter> create_npz(const std::string& path, bool overwrite);
+std::unique_ptr<SnapshotWriter> create_hdf5(const std::string& path, bool overwrite);
+std::unique_ptr<SnapshotWriter> create_safetensors(const std::string& path, bool overwrite);
+
+}  // namespace gradcodec::formats

@@ -1,0 +1,82 @@
+// Format dispatch: by extension, by directory, or by magic bytes.
+#include "readers.hpp"
+
+#include <gradcodec/error.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+namespace gradcodec::formats {
+
+namespace {
+
+std::string lower_extension(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext;
+}
+
+bool starts_with(const std::shared_ptr<const InputFile>& f, const char* magic, size_t n) {
+  return f->size() >= n && std::memcmp(f->data(), magic, n) == 0;
+}
+
+std::unique_ptr<SnapshotReader> open_by_magic(std::shared_ptr<const InputFile> f) {
+  if (starts_with(f, "\x93NUMPY", 6)) return open_npy(f);
+  if (starts_with(f, "PK\x03\x04", 4) || starts_with(f, "PK\x05\x06", 4)) return open_npz(f);
+  if (starts_with(f, "\x89HDF\r\n\x1a\n", 8)) return open_hdf5(f);
+  // safetensors: u64 header length then '{'
+  if (f->size() >= 9 && f->data()[8] == '{') return open_safetensors(f);
+  fail(ErrorCode::Input, f->path() + ": unknown file format (expected .npy, .npz, .h5, .safetensors)");
+}
+
+}  // namespace
+
+const char* format_name(Format f) noexcept {
+  switch (f) {
+    case Format::Npy: return "npy";
+    case Format::NpyDir: return "npy-dir";
+    case Format::Npz: return "npz";
+    case Format::Hdf5: return "hdf5";
+    case Format::Safetensors: return "safetensors";
+  }
+  return "?";
+}
+
+std::unique_ptr<SnapshotReader> open_snapshot(const std::string& path) {
+  if (path != "-" && is_directory(path)) return open_npy_dir(path);
+  auto file = InputFile::open(path);
+  if (path == "-") return open_by_magic(file);
+  std::string ext = lower_extension(path);
+  if (ext == ".npy") return open_npy(file);
+  if (ext == ".npz") return open_npz(file);
+  if (ext == ".h5" || ext == ".hdf5") return open_hdf5(file);
+  if (ext == ".safetensors") return open_safetensors(file);
+  return open_by_magic(file);
+}
+
+Format format_for_output(const std::string& path) {
+  if (path == "-") return Format::Npz;
+  if (!path.empty() && path.back() == '/') return Format::NpyDir;
+  if (is_directory(path)) return Format::NpyDir;
+  std::string ext = lower_extension(path);
+  if (ext == ".npy") return Format::Npy;
+  if (ext == ".npz") return Format::Npz;
+  if (ext == ".h5" || ext == ".hdf5") return Format::Hdf5;
+  if (ext == ".safetensors") return Format::Safetensors;
+  fail(ErrorCode::Usage, path + ": cannot tell the output format (use .npz, .h5, .hdf5, "
+                                ".safetensors, .npy or a directory ending in '/')");
+}
+
+std::unique_ptr<SnapshotWriter> create_snapshot(const std::string& path, bool overwrite) {
+  switch (format_for_output(path)) {
+    case Format::Npy: return create_npy(path, overwrite);
+    case Format::NpyDir: return create_npy_dir(path, overwrite);
+    case Format::Npz: return create_npz(path, overwrite);
+    case Format::Hdf5: return create_hdf5(path, overwrite);
+    case Format::Safetensors: return create_safetensors(path, overwrite);
+  }
+  fail(ErrorCode::Internal, "unreachable output format");
+}
+
+}  // namespace gradcodec::formats

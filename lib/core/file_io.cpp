@@ -1,0 +1,138 @@
+#include <gradcodec/error.hpp>
+#include <gradcodec/file_io.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace gradcodec {
+
+namespace fs = std::filesystem;
+
+bool path_exists(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(path, ec)) && !ec;
+}
+
+bool is_directory(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec);
+}
+
+AtomicOutput::AtomicOutput(const std::string& target, bool overwrite)
+    : target_(target), overwrite_(overwrite) {
+  if (target == "-") {
+    is_stdout_ = true;
+    f_ = stdout;
+    return;
+  }
+  if (!overwrite && path_exists(target))
+    fail(ErrorCode::Usage, target + ": already exists (use --force to replace it)");
+  fs::path t(target);
+  fs::path dir = t.parent_path().empty() ? fs::path(".") : t.parent_path();
+  std::string templ = (dir / ("." + t.filename().string() + ".tmp-XXXXXX")).string();
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  int fd = ::mkstemp(buf.data());
+  if (fd < 0) fail(ErrorCode::Input, target + ": cannot create output: " + std::strerror(errno));
+  ::fchmod(fd, 0644);
+  temp_ = buf.data();
+  f_ = ::fdopen(fd, "wb");
+  if (!f_) {
+    ::close(fd);
+    ::unlink(temp_.c_str());
+    fail(ErrorCode::Input, target + ": cannot open output: " + std::strerror(errno));
+  }
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (is_stdout_) return;
+  if (f_) std::fclose(f_);
+  if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+}
+
+void AtomicOutput::write(const void* data, size_t n) {
+  if (n == 0) return;
+  if (!f_) fail(ErrorCode::Internal, "AtomicOutput::write after release_handle");
+  if (std::fwrite(data, 1, n, f_) != n)
+    fail(ErrorCode::Input, (is_stdout_ ? std::string("<stdout>") : target_) +
+                               ": write failed: " + std::strerror(errno));
+  written_ += n;
+}
+
+void AtomicOutput::release_handle() {
+  if (is_stdout_) fail(ErrorCode::Internal, "AtomicOutput::release_handle on stdout");
+  if (f_) std::fclose(f_);
+  f_ = nullptr;
+}
+
+void AtomicOutput::commit() {
+  if (is_stdout_) {
+    if (std::fflush(stdout) != 0) fail(ErrorCode::Input, "<stdout>: write failed");
+    committed_ = true;
+    return;
+  }
+  if (f_) {
+    bool bad = std::fflush(f_) != 0 || ::fsync(::fileno(f_)) != 0;
+    bad = (std::fclose(f_) != 0) || bad;
+    f_ = nullptr;
+    if (bad) fail(ErrorCode::Input, target_ + ": write failed: " + std::strerror(errno));
+  }
+  if (!overwrite_ && path_exists(target_))
+    fail(ErrorCode::Usage, target_ + ": already exists (use --force to replace it)");
+  if (::rename(temp_.c_str(), target_.c_str()) != 0)
+    fail(ErrorCode::Input, target_ + ": cannot rename output into place: " + std::strerror(errno));
+  committed_ = true;
+}
+
+std::shared_ptr<const InputFile> InputFile::open(const std::string& path) {
+  std::shared_ptr<InputFile> f(new InputFile());
+  f->path_ = path;
+  if (path == "-") {
+    std::vector<uint8_t> all;
+    uint8_t buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) all.insert(all.end(), buf, buf + n);
+    if (std::ferror(stdin)) fail(ErrorCode::Input, "<stdin>: read failed");
+    f->owned_ = std::move(all);
+    f->data_ = f->owned_.data();
+    f->size_ = f->owned_.size();
+    f->path_ = "<stdin>";
+    return f;
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(ErrorCode::Input, path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(ErrorCode::Input, path + ": not a regular file");
+  }
+  f->size_ = static_cast<uint64_t>(st.st_size);
+  if (f->size_ > 0) {
+    void* m = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      ::close(fd);
+      fail(ErrorCode::Input, path + ": cannot map: " + std::strerror(errno));
+    }
+    f->map_ = m;
+    f->data_ = static_cast<const uint8_t*>(m);
+  }
+  ::close(fd);
+  return f;
+}
+
+InputFile::~InputFile() {
+  if (map_) ::munmap(map_, size_);
+}
+
+Buffer InputFile::slice(uint64_t offset, uint64_t n) const {
+  if (offset > size_ || n > size_ - offset)
+    fail(ErrorCode::Input, path_ + ": range beyond the end of the file");
+  return Buffer::view(shared_from_this(), data_ + offset, n);
+}
+
+}  // namespace gradcodec

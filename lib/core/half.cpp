@@ -1,0 +1,72 @@
+#include <gradcodec/half.hpp>
+
+namespace gradcodec {
+
+float f16_to_f32(uint16_t h) noexcept {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0x1f) {
+    u = sign | 0x7f800000u | (man << 13);  // Inf, or NaN with its payload kept
+  } else if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while ((man & 0x400u) == 0);
+      u = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | ((man & 0x3ffu) << 13);
+    }
+  } else {
+    u = sign | (exp + 112) << 23 | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t f32_to_f16(float f) noexcept {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  uint32_t exp = (u >> 23) & 0xffu;
+  uint32_t man = u & 0x7fffffu;
+  if (exp == 0xff) {  // Inf / NaN: keep the top payload bits, force quiet if they vanish
+    if (man == 0) return sign | 0x7c00u;
+    uint16_t m = static_cast<uint16_t>(man >> 13);
+    return sign | 0x7c00u | (m ? m : 0x200u);
+  }
+  int e = static_cast<int>(exp) - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00u;  // overflow → Inf
+  if (e <= 0) {                          // subnormal or zero in f16
+    if (e < -10) return sign;
+    man |= 0x800000u;
+    int shift = 14 - e;
+    uint32_t half = 1u << (shift - 1);
+    uint32_t rest = man & ((1u << shift) - 1);
+    uint32_t m = man >> shift;
+    if (rest > half || (rest == half && (m & 1u))) ++m;
+    return sign | static_cast<uint16_t>(m);
+  }
+  uint32_t m = man >> 13;
+  uint32_t rest = man & 0x1fffu;
+  uint32_t r = (static_cast<uint32_t>(e) << 10) | m;
+  if (rest > 0x1000u || (rest == 0x1000u && (m & 1u))) ++r;  // may carry into exponent: correct
+  return sign | static_cast<uint16_t>(r);
+}
+
+uint16_t f32_to_bf16(float f) noexcept {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu)) {
+    return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN, sign and top payload kept
+  }
+  uint32_t lsb = (u >> 16) & 1u;
+  u += 0x7fffu + lsb;
+  return static_cast<uint16_t>(u >> 16);
+}
+
+}  // namespace gradcodec

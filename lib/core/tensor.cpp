@@ -1,0 +1,73 @@
+#include <gradcodec/error.hpp>
+#include <gradcodec/tensor.hpp>
+
+namespace gradcodec {
+
+size_t dtype_size(DType t) noexcept {
+  switch (t) {
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::F32: return 4;
+    case DType::F64: return 8;
+    case DType::Other: return 0;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) noexcept {
+  switch (t) {
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::F32: return "f32";
+    case DType::F64: return "f64";
+    case DType::Other: return "other";
+  }
+  return "?";
+}
+
+Buffer::Buffer(std::vector<uint8_t> bytes) {
+  auto owned = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  data_ = owned->data();
+  size_ = owned->size();
+  owner_ = std::move(owned);
+}
+
+Buffer Buffer::view(std::shared_ptr<const void> owner, const uint8_t* data, size_t size) {
+  Buffer b;
+  b.owner_ = std::move(owner);
+  b.data_ = data;
+  b.size_ = size;
+  return b;
+}
+
+uint64_t shape_elements(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) {
+    if (d != 0 && n > (uint64_t{1} << 62) / d)
+      fail(ErrorCode::Input, "shape " + shape_string(shape) + " has too many elements");
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_string(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+const char* error_code_name(ErrorCode c) noexcept {
+  switch (c) {
+    case ErrorCode::Usage: return "usage";
+    case ErrorCode::Input: return "input";
+    case ErrorCode::Corrupt: return "corrupt";
+    case ErrorCode::Internal: return "internal";
+    case ErrorCode::Mismatch: return "mismatch";
+  }
+  return "?";
+}
+
+}  // namespace gradcodec

@@ -1,0 +1,34 @@
+// gradcodec — the one error type of the library.
+//
+// The library never prints and never exits: every failure is thrown as gradcodec::Error with a
+// pinned code. apps/ maps the code to an exit status (see ErrorCode) and prints what() as one line.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace gradcodec {
+
+// Pinned values: they are the CLI's exit statuses (DESIGN.md "Command line").
+enum class ErrorCode : int {
+  Usage = 1,     // bad pipeline text, bad parameter, bad option combination
+  Input = 2,     // input file unreadable, unsupported or lying about itself
+  Corrupt = 3,   // a .gcz container that fails a check
+  Internal = 4,  // a broken invariant inside gradcodec (a bug)
+  Mismatch = 5,  // a decoded result differs from what was encoded (bench verification)
+};
+
+const char* error_code_name(ErrorCode c) noexcept;
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+[[noreturn]] inline void fail(ErrorCode c, const std::string& message) { throw Error(c, message); }
+
+}  // namespace gradcodec

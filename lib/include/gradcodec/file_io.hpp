@@ -1,0 +1,68 @@
+// gradcodec — small file utilities shared by the container and the format adapters.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gradcodec/tensor.hpp>
+
+namespace gradcodec {
+
+// Output written to a temporary file in the target's directory and renamed onto the target by
+// commit(). Until commit() the target is untouched; destroying an uncommitted AtomicOutput removes
+// the temporary. With `overwrite` false, commit() refuses (Error Usage) when the target exists
+// (checked at construction too, so nothing is computed in vain). Path "-" writes to standard
+// output directly (no temporary, no rename).
+class AtomicOutput {
+ public:
+  AtomicOutput(const std::string& target, bool overwrite);
+  ~AtomicOutput();
+  AtomicOutput(const AtomicOutput&) = delete;
+  AtomicOutput& operator=(const AtomicOutput&) = delete;
+
+  void write(const void* data, size_t n);  // throws Error(Input) on a failed write (disk full)
+  uint64_t position() const noexcept { return written_; }
+  // The temporary's path (for libraries that must write by name, e.g. HDF5, libzip); empty for "-".
+  const std::string& temp_path() const noexcept { return temp_; }
+  // Closes our handle so a library can write temp_path() by name; write() is unusable after.
+  void release_handle();
+  void commit();
+
+ private:
+  std::string target_;
+  std::string temp_;
+  FILE* f_ = nullptr;
+  bool overwrite_;
+  bool committed_ = false;
+  bool is_stdout_ = false;
+  uint64_t written_ = 0;
+};
+
+// A read-only view of a whole file: memory-mapped where possible, else read into memory ("-" reads
+// standard input). Throws Error(Input) naming the path when it cannot be opened.
+class InputFile : public std::enable_shared_from_this<InputFile> {
+ public:
+  static std::shared_ptr<const InputFile> open(const std::string& path);
+  const uint8_t* data() const noexcept { return data_; }
+  uint64_t size() const noexcept { return size_; }
+  const std::string& path() const noexcept { return path_; }
+  // A Buffer viewing [offset, offset+n) that keeps the file alive; bounds are checked (Error Input).
+  Buffer slice(uint64_t offset, uint64_t n) const;
+  ~InputFile();
+
+ private:
+  InputFile() = default;
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  void* map_ = nullptr;
+  std::vector<uint8_t> owned_;
+};
+
+bool path_exists(const std::string& path);
+bool is_directory(const std::string& path);
+
+}  // namespace gradcodec

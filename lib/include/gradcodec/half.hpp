@@ -1,0 +1,20 @@
+// gradcodec — IEEE binary16 and bfloat16 conversions (round to nearest even, NaN kept quiet).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace gradcodec {
+
+float f16_to_f32(uint16_t h) noexcept;
+uint16_t f32_to_f16(float f) noexcept;  // round to nearest even; overflow → ±Inf; NaN → NaN
+
+inline float bf16_to_f32(uint16_t b) noexcept {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t f32_to_bf16(float f) noexcept;  // round to nearest even; NaN → quiet NaN, sign kept
+
+}  // namespace gradcodec
