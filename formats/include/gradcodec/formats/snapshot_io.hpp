@@ -49,6 +49,9 @@ class SnapshotWriter {
   virtual void add(const Tensor& t) = 0;
   // Completes the file. Without finish() the destructor removes everything written.
   virtual void finish() = 0;
+  // Notes for the user about lossy-looking but exact adaptations the format forced (e.g. bf16
+  // stored as float32 in NPY, which numpy cannot hold). The library never prints: the CLI does.
+  virtual std::vector<std::string> take_warnings() { return {}; }
 };
 std::unique_ptr<SnapshotWriter> create_snapshot(const std::string& path, bool overwrite);
 
