@@ -1,0 +1,93 @@
+// gradcodec decode IN.gcz -o OUT(.npz|.h5|.safetensors|.npy|DIR/) [--frame N] [--tensor NAME]
+// A container with several frames and no --frame decodes each frame to OUT with ".frameNNN"
+// before the extension (DIR/ gets DIR/frameNNN/).
+#include "commands.hpp"
+
+#include <filesystem>
+#include <unistd.h>
+
+namespace gradcodec::cli {
+
+namespace {
+
+struct DecodeArgs {
+  std::string input, output;
+  long long frame = -1;
+  std::string tensor;
+  bool force = false, verbose = false;
+};
+
+std::string frame_path(const std::string& out, size_t f, size_t frames) {
+  if (frames == 1 || out == "-") return out;
+  char tag[32];
+  std::snprintf(tag, sizeof tag, "frame%03zu", f);
+  if (!out.empty() && (out.back() == '/' || is_directory(out))) {
+    std::string d = out.back() == '/' ? out : out + "/";
+    return d + tag + "/";
+  }
+  std::filesystem::path p(out);
+  return (p.parent_path() / (p.stem().string() + "." + tag + p.extension().string())).string();
+}
+
+int run_decode(const DecodeArgs& a) {
+  if (a.output == "-" && ::isatty(STDOUT_FILENO))
+    fail(ErrorCode::Usage, "refusing to write binary output to a terminal (redirect it or use -o FILE)");
+  ContainerReader reader = ContainerReader::open(a.input);
+  formats::format_for_output(a.output);  // a usage error before any work
+  SequenceDecoder dec(reader);
+  std::vector<size_t> frames;
+  if (a.frame >= 0) {
+    reader.frame(static_cast<size_t>(a.frame));
+    frames.push_back(static_cast<size_t>(a.frame));
+  } else {
+    for (size_t f = 0; f < reader.frame_count(); ++f) frames.push_back(f);
+  }
+  if (frames.size() > 1 && a.output == "-")
+    fail(ErrorCode::Usage, "the container holds " + std::to_string(frames.size()) +
+                               " frames: choose one with --frame N to write to stdout");
+  for (size_t f : frames) {
+    std::string out = a.frame >= 0 ? a.output : frame_path(a.output, f, frames.size());
+    auto writer = formats::create_snapshot(out, a.force);
+    size_t frames_read = 0;
+    if (!a.tensor.empty()) {
+      size_t found = SIZE_MAX;
+      std::string names;
+      for (size_t i = 0; i < reader.record_count(f); ++i) {
+        std::string n = reader.record(f, i).info.name;
+        if (n == a.tensor) found = i;
+        if (names.size() < 200) names += (names.empty() ? "" : ", ") + n;
+      }
+      if (found == SIZE_MAX)
+        fail(ErrorCode::Usage, "no tensor '" + a.tensor + "' in frame " + std::to_string(f) + " (tensors: " + names +
+                                   (names.size() >= 200 ? ", ..." : "") + ")");
+      writer->add(dec.decode(f, found));
+      frames_read = dec.frames_read();
+    } else {
+      dec.decode_frame(f, [&](Tensor&& t) { writer->add(t); });
+      frames_read = dec.frames_read();
+    }
+    writer->finish();
+    for (const auto& w : writer->take_warnings()) warn(out + ": " + w);
+    if (a.verbose)
+      std::fprintf(stderr, "gradcodec: frame %zu -> %s (read %zu frame(s)%s)\n", f, out.c_str(), frames_read,
+                   dec.stateful() ? ", stateful pipeline: from the last keyframe" : "");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void setup_decode(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<DecodeArgs>();
+  CLI::App* sub = app.add_subcommand("decode", "decode a .gcz container back to tensors");
+  sub->add_option("IN", a->input, "the .gcz container, or - for stdin")->required();
+  sub->add_option("-o,--output", a->output, "output: .npz, .h5/.hdf5, .safetensors, .npy, DIR/ (or - : npz to stdout)")
+      ->required();
+  sub->add_option("--frame", a->frame, "decode only frame N (0-based)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--tensor", a->tensor, "decode only the tensor with this name");
+  sub->add_flag("-f,--force", a->force, "replace outputs that exist");
+  sub->add_flag("-v,--verbose", a->verbose, "say which frames were read");
+  sub->callback([a, &run] { run = [a] { return run_decode(*a); }; });
+}
+
+}  // namespace gradcodec::cli

@@ -1,0 +1,87 @@
+// gradcodec encode INPUT... -o OUT.gcz (--pipeline TEXT | --preset NAME) [--seed N] ...
+// Several INPUTs form a sequence (one frame each, in the order given).
+#include "commands.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <thread>
+#include <unistd.h>
+
+namespace gradcodec::cli {
+
+namespace {
+
+struct EncodeArgs {
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string preset, pipeline;
+  uint64_t seed = 0;
+  unsigned threads = 0;
+  uint32_t keyframe_interval = 0;
+  bool force = false;
+  InputOptions in;
+};
+
+int run_encode(const EncodeArgs& a) {
+  if (a.output == "-" && ::isatty(STDOUT_FILENO))
+    fail(ErrorCode::Usage, "refusing to write a binary container to a terminal (redirect it or use -o FILE)");
+  int stdin_uses = 0;
+  for (const auto& i : a.inputs) stdin_uses += i == "-";
+  if (stdin_uses > 1) fail(ErrorCode::Usage, "standard input ('-') can be read only once");
+  Pipeline pipeline = choose_pipeline(a.preset, a.pipeline);
+  EncodeOptions eo;
+  eo.seed = a.seed;
+  eo.keyframe_interval = a.keyframe_interval;
+  eo.threads = a.threads ? a.threads : std::max(1u, std::thread::hardware_concurrency());
+
+  // Open (and validate) every input before creating the output.
+  std::vector<OpenInput> inputs;
+  nlohmann::ordered_json desc = nlohmann::ordered_json::array();
+  for (const auto& path : a.inputs) {
+    inputs.push_back(open_input(path, a.in));
+    desc.push_back({{"path", path}, {"format", formats::format_name(inputs.back().reader->format())}});
+  }
+  SequenceEncoder enc(pipeline, eo);
+  ContainerWriter writer(a.output, a.force, enc.header(desc.dump()));
+  uint64_t in_bytes = 0, elements = 0, tensors = 0;
+  for (auto& in : inputs) {
+    FrameSource src = frame_source(in);
+    for (const auto& o : enc.encode_frame(src, writer)) {
+      in_bytes += o.input_bytes;
+      if (is_float(o.info.dtype)) elements += o.info.elements();
+      ++tensors;
+    }
+  }
+  writer.finish();
+  const uint64_t out_bytes = writer.bytes_written();
+  if (!quiet())
+    std::fprintf(stderr, "gradcodec: %s: %zu frame(s), %llu tensors, %s -> %s (ratio %.2fx, %.3f bits/param)\n",
+                 a.output == "-" ? "<stdout>" : a.output.c_str(), inputs.size(),
+                 static_cast<unsigned long long>(tensors), human_bytes(in_bytes).c_str(),
+                 human_bytes(out_bytes).c_str(), out_bytes ? double(in_bytes) / double(out_bytes) : 0.0,
+                 elements ? 8.0 * double(out_bytes) / double(elements) : 0.0);
+  return 0;
+}
+
+}  // namespace
+
+void setup_encode(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<EncodeArgs>();
+  CLI::App* sub = app.add_subcommand("encode", "compress gradient snapshots into a .gcz container");
+  sub->add_option("INPUT", a->inputs, ".npy, directory of .npy, .npz, .h5/.hdf5, .safetensors, or - (stdin); "
+                                      "several inputs form a sequence")
+      ->required();
+  sub->add_option("-o,--output", a->output, "output container (.gcz), or - for stdout")->required();
+  auto* pre = sub->add_option("--preset", a->preset, "a named pipeline (gradcodec list presets); default lossless");
+  auto* pip = sub->add_option("--pipeline", a->pipeline, "a pipeline text, e.g. \"topk(ratio=0.01) | varint | zstd\"");
+  pre->excludes(pip);
+  sub->add_option("--seed", a->seed, "seed of every random choice (stored in the container)");
+  sub->add_option("--threads", a->threads, "worker threads (default: all cores); output bytes do not depend on it");
+  sub->add_option("--keyframe-interval", a->keyframe_interval,
+                  "every K-th frame needs no earlier frame (0: only the first)");
+  sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
+  add_input_options(*sub, a->in);
+  sub->callback([a, &run] { run = [a] { return run_encode(*a); }; });
+}
+
+}  // namespace gradcodec::cli

@@ -1,0 +1,160 @@
+// gradcodec inspect IN.gcz [--json] [--tensors]
+// Reads only the header, footer and record metadata: instant on large files.
+#include "commands.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+
+namespace gradcodec::cli {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+struct InspectArgs {
+  std::string input;
+  bool json = false;
+  bool names_only = false;
+};
+
+// The part of the bit breakdown a stream belongs to.
+const char* stream_class(const std::string& name) {
+  if (name == kIndexStream) return "index";
+  if (name == kValueStream || name == "raw") return "value";
+  if (name == kScaleStream) return "scale";
+  return "side";
+}
+
+std::string short_stages(const std::string& pipeline_json) {
+  return Pipeline::from_json(pipeline_json).text();
+}
+
+int run_inspect(const InspectArgs& a) {
+  ContainerReader r = ContainerReader::open(a.input);
+  const ContainerHeader& h = r.header();
+  ordered_json out;
+  out["file"] = a.input;
+  out["tool"] = h.tool;
+  out["pipeline"] = h.pipeline_text;
+  out["pipeline_json"] = ordered_json::parse(h.pipeline_json);
+  out["seed"] = h.seed;
+  out["keyframe_interval"] = h.keyframe_interval;
+  out["inputs"] = ordered_json::parse(h.inputs_json);
+  std::map<uint32_t, std::string> variant_text;
+  uint64_t total_in = 0, total_params = 0, total_tensors = 0, total_streams = 0;
+  std::map<std::string, uint64_t> classes = {{"index", 0}, {"value", 0}, {"scale", 0}, {"side", 0}};
+  ordered_json frames = ordered_json::array();
+  for (size_t f = 0; f < r.frame_count(); ++f) {
+    ordered_json fr;
+    fr["frame"] = f;
+    fr["keyframe"] = r.frame(f).keyframe;
+    fr["source"] = r.frame(f).source;
+    ordered_json tensors = ordered_json::array();
+    uint64_t f_in = 0, f_bytes = 0, f_params = 0;
+    for (size_t i = 0; i < r.record_count(f); ++i) {
+      RecordMeta m = r.record(f, i);
+      const uint64_t elements = m.info.elements();
+      const bool fl = is_float(m.info.dtype);
+      const uint64_t in_bytes = fl ? elements * dtype_size(m.info.dtype) : m.stream_bytes();
+      ordered_json t;
+      t["name"] = m.info.name;
+      t["shape"] = m.info.shape;
+      t["dtype"] = fl ? dtype_name(m.info.dtype) : m.info.descr;
+      t["storage"] = storage_name(m.storage);
+      if (m.storage == Storage::Pipeline) {
+        if (!variant_text.count(m.variant)) variant_text[m.variant] = short_stages(r.variants()[m.variant]);
+        t["stages"] = variant_text[m.variant];
+      } else {
+        t["stages"] = m.storage == Storage::Raw ? "raw (encoding would grow it)" : "pass-through";
+      }
+      t["input_bytes"] = in_bytes;
+      t["bytes"] = m.size;
+      ordered_json streams = ordered_json::object();
+      for (const auto& s : m.streams) {
+        streams[s.name] = s.size;
+        classes[stream_class(s.name)] += s.size;
+        total_streams += s.size;
+      }
+      t["streams"] = streams;
+      t["ratio"] = m.size ? double(in_bytes) / double(m.size) : 0.0;
+      t["bits_per_param"] = fl && elements ? 8.0 * double(m.size) / double(elements) : 0.0;
+      tensors.push_back(t);
+      f_in += in_bytes;
+      f_bytes += m.size;
+      if (fl) f_params += elements;
+      ++total_tensors;
+    }
+    fr["tensors"] = tensors;
+    fr["input_bytes"] = f_in;
+    fr["record_bytes"] = f_bytes;
+    fr["parameters"] = f_params;
+    total_in += f_in;
+    total_params += f_params;
+    frames.push_back(fr);
+  }
+  out["frames"] = frames;
+  const uint64_t file = r.file_size();
+  ordered_json totals;
+  totals["frames"] = r.frame_count();
+  totals["tensors"] = total_tensors;
+  totals["parameters"] = total_params;
+  totals["input_bytes"] = total_in;
+  totals["container_bytes"] = file;
+  totals["ratio"] = file ? double(total_in) / double(file) : 0.0;
+  totals["bits_per_param"] = total_params ? 8.0 * double(file) / double(total_params) : 0.0;
+  ordered_json br;
+  for (const auto& [k, v] : classes) br[k] = total_params ? 8.0 * double(v) / double(total_params) : 0.0;
+  br["overhead"] = total_params ? 8.0 * double(file - total_streams) / double(total_params) : 0.0;
+  totals["bits_per_param_breakdown"] = br;
+  out["totals"] = totals;
+
+  if (a.json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("container  %s (%s, %s)\n", a.input.c_str(), human_bytes(file).c_str(), h.tool.c_str());
+  std::printf("pipeline   %s\n", h.pipeline_text.c_str());
+  std::printf("seed       %llu    frames %zu    keyframe interval %u\n", static_cast<unsigned long long>(h.seed),
+              r.frame_count(), h.keyframe_interval);
+  for (const auto& fr : out["frames"]) {
+    std::printf("\nframe %llu%s  %s\n", fr["frame"].get<unsigned long long>(),
+                fr["keyframe"].get<bool>() ? " (keyframe)" : "", fr["source"].get<std::string>().c_str());
+    if (a.names_only) {
+      for (const auto& t : fr["tensors"])
+        std::printf("  %-40s %-16s %s\n", t["name"].get<std::string>().c_str(), t["shape"].dump().c_str(),
+                    t["dtype"].get<std::string>().c_str());
+      continue;
+    }
+    std::printf("  %-36s %-16s %-5s %10s %10s %8s %8s  %s\n", "tensor", "shape", "dtype", "in bytes", "bytes", "ratio",
+                "bits/p", "stages");
+    for (const auto& t : fr["tensors"])
+      std::printf("  %-36s %-16s %-5s %10llu %10llu %8.2f %8.3f  %s\n", t["name"].get<std::string>().c_str(),
+                  t["shape"].dump().c_str(), t["dtype"].get<std::string>().c_str(),
+                  t["input_bytes"].get<unsigned long long>(), t["bytes"].get<unsigned long long>(),
+                  t["ratio"].get<double>(), t["bits_per_param"].get<double>(), t["stages"].get<std::string>().c_str());
+  }
+  std::printf("\ntotal  %llu tensors, %llu parameters: %s -> %s  ratio %.3f  %.4f bits/param\n",
+              static_cast<unsigned long long>(total_tensors), static_cast<unsigned long long>(total_params),
+              human_bytes(total_in).c_str(), human_bytes(file).c_str(), totals["ratio"].get<double>(),
+              totals["bits_per_param"].get<double>());
+  std::printf("bits/param by part: index %.4f  value %.4f  scale %.4f  side %.4f  container overhead %.4f\n",
+              br["index"].get<double>(), br["value"].get<double>(), br["scale"].get<double>(), br["side"].get<double>(),
+              br["overhead"].get<double>());
+  std::printf("\nratio = input bytes (as stored dtype) / bytes (whole record; totals: whole container)\n"
+              "bits/param = 8 * bytes / floating-point parameters;  kB/MB = 10^3/10^6 bytes\n");
+  return 0;
+}
+
+}  // namespace
+
+void setup_inspect(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<InspectArgs>();
+  CLI::App* sub = app.add_subcommand("inspect", "describe a .gcz container: tensors, stages, sizes, ratios");
+  sub->add_option("IN", a->input, "the .gcz container, or - for stdin")->required();
+  sub->add_flag("--json", a->json, "machine-readable output");
+  sub->add_flag("--tensors", a->names_only, "list tensor names, shapes and dtypes only");
+  sub->callback([a, &run] { run = [a] { return run_inspect(*a); }; });
+}
+
+}  // namespace gradcodec::cli

@@ -1,0 +1,104 @@
+#include "common.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <regex>
+
+namespace gradcodec::cli {
+
+namespace {
+bool g_quiet = false;
+}
+
+void set_quiet(bool q) { g_quiet = q; }
+bool quiet() { return g_quiet; }
+
+void warn(const std::string& msg) {
+  if (!g_quiet) std::fprintf(stderr, "gradcodec: warning: %s\n", msg.c_str());
+}
+
+std::string format(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string human_bytes(uint64_t n) {
+  if (n < 10'000) return format("%llu B", static_cast<unsigned long long>(n));
+  if (n < 10'000'000) return format("%.1f kB", n / 1e3);
+  if (n < 10'000'000'000ULL) return format("%.2f MB", n / 1e6);
+  return format("%.2f GB", n / 1e9);
+}
+
+static std::regex compile(const std::string& re, const char* flag) {
+  try {
+    return std::regex(re, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    fail(ErrorCode::Usage, std::string(flag) + " '" + re + "' is not a valid regular expression");
+  }
+}
+
+OpenInput open_input(const std::string& path, const InputOptions& opt) {
+  OpenInput in;
+  in.path = path;
+  in.reader = formats::open_snapshot(path);
+  std::optional<std::regex> inc, exc;
+  if (!opt.include.empty()) inc = compile(opt.include, "--include");
+  if (!opt.exclude.empty()) exc = compile(opt.exclude, "--exclude");
+  const auto& arrays = in.reader->arrays();
+  bool any_float = false;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const TensorInfo& a = arrays[i];
+    if (inc && !std::regex_search(a.name, *inc)) continue;
+    if (exc && std::regex_search(a.name, *exc)) continue;
+    if (!is_float(a.dtype)) {
+      std::string what = "tensor '" + a.name + "' (dtype " + a.descr + ", shape " + shape_string(a.shape) +
+                         "): not floating-point data";
+      if (opt.non_float == NonFloat::Strict) fail(ErrorCode::Input, path + ": " + what + "; --strict refuses it");
+      if (opt.non_float == NonFloat::Skip) {
+        warn(path + ": skipping " + what + "; use --pass-through to keep it");
+        continue;
+      }
+    } else {
+      any_float = true;
+      in.float_elements += a.elements();
+      in.float_bytes += a.elements() * dtype_size(a.dtype);
+    }
+    in.selected.push_back(i);
+  }
+  if (!any_float) {
+    bool filtered = inc || exc;
+    fail(ErrorCode::Input, path + ": no floating-point tensor to encode" +
+                               std::string(filtered ? " after --include/--exclude" : ""));
+  }
+  return in;
+}
+
+FrameSource frame_source(OpenInput& in) {
+  FrameSource s;
+  s.count = in.selected.size();
+  s.source = in.path;
+  s.load = [&in](size_t k) { return in.reader->read(in.selected[k]); };
+  return s;
+}
+
+void add_input_options(CLI::App& app, InputOptions& opt) {
+  app.add_option("--include", opt.include, "only tensors whose name matches this regex");
+  app.add_option("--exclude", opt.exclude, "leave out tensors whose name matches this regex");
+  auto* pt = app.add_flag_callback("--pass-through", [&opt] { opt.non_float = NonFloat::PassThrough; },
+                                   "store non-floating arrays losslessly instead of skipping them");
+  auto* st = app.add_flag_callback("--strict", [&opt] { opt.non_float = NonFloat::Strict; },
+                                   "refuse inputs holding non-floating arrays");
+  pt->excludes(st);
+}
+
+Pipeline choose_pipeline(const std::string& preset, const std::string& text) {
+  if (!preset.empty() && !text.empty()) fail(ErrorCode::Usage, "give --preset or --pipeline, not both");
+  if (!text.empty()) return Pipeline::parse(text);
+  return Pipeline::preset(preset.empty() ? "lossless" : preset);
+}
+
+}  // namespace gradcodec::cli

@@ -1,0 +1,377 @@
+// Running pipelines over tensors, frames and sequences (see codec.hpp).
+#include <gradcodec/codec.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+namespace gradcodec {
+
+const char* tool_version() noexcept { return "gradcodec 0.1.0"; }
+
+namespace {
+// Largest size a lossless stage may inflate one stream of a tensor of n elements to.
+uint64_t stream_bound(uint64_t n) { return 16 * n + (uint64_t{1} << 20); }
+}  // namespace
+
+// ------------------------------------------------------------------ PipelineStages
+
+PipelineStages::PipelineStages(const Pipeline& p) : pipeline_(p) {
+  for (const auto& spec : p.stages()) {
+    const StageEntry* e = find_stage(spec.name);
+    if (!e) fail(ErrorCode::Internal, "stage " + spec.name + " vanished from the registry");
+    auto st = e->make(spec.params, spec.version);
+    size_t pos = stages_.size();
+    switch (e->kind) {
+      case StageKind::Transform: transforms_.push_back(pos); break;
+      case StageKind::Sparsifier:
+      case StageKind::LowRank: reducer_ = static_cast<int>(pos); break;
+      case StageKind::Quantizer: quantizer_ = static_cast<int>(pos); break;
+      case StageKind::IndexCoder: indexer_ = static_cast<int>(pos); break;
+      case StageKind::Lossless: lossless_.push_back(pos); break;
+    }
+    stateful_ = stateful_ || st->stateful();
+    stochastic_ = stochastic_ || st->stochastic();
+    stages_.push_back(std::move(st));
+  }
+  if (quantizer_ < 0) fail(ErrorCode::Internal, "pipeline without a value codec");
+  exact_values_ = transforms_.empty() &&
+                  (reducer_ < 0 || static_cast<Reducer*>(stages_[reducer_].get())->values_exact());
+}
+
+PipelineStages::~PipelineStages() = default;
+PipelineStages::PipelineStages(PipelineStages&&) noexcept = default;
+
+StageContext PipelineStages::stage_ctx(const StageContext& base, size_t pos,
+                                       std::vector<std::unique_ptr<StageState>>& slots) const {
+  StageContext c = base;
+  c.stage_pos = static_cast<uint32_t>(pos);
+  if (slots.size() < stages_.size()) slots.resize(stages_.size());
+  c.shared = &slots[pos];
+  return c;
+}
+
+PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageContext& base, TensorState& st) const {
+  Encoded out;
+  Payload p;
+  p.source = &t;
+  p.info = &t.info;
+  p.n = t.elements();
+  if (st.enc.size() < stages_.size()) st.enc.resize(stages_.size());
+  if (stateful_) st.transform_inputs.assign(transforms_.size(), {});
+  auto ctx_for = [&](size_t pos) {
+    StageContext c = stage_ctx(base, pos, st.dec);
+    c.state = &st.enc[pos];
+    return c;
+  };
+  if (!transforms_.empty()) {
+    p.dense_f32();
+    p.exact = false;
+    for (size_t k = 0; k < transforms_.size(); ++k) {
+      size_t pos = transforms_[k];
+      static_cast<Transform*>(stages_[pos].get())->encode(p, ctx_for(pos));
+      if (stateful_) st.transform_inputs[k] = p.values;
+    }
+  }
+  if (reducer_ >= 0) {
+    p.dense_f32();
+    static_cast<Reducer*>(stages_[reducer_].get())->encode(p, out.streams, ctx_for(reducer_));
+  }
+  p.exact = exact_values_;
+  static_cast<Quantizer*>(stages_[quantizer_].get())->encode(p, out.streams, ctx_for(quantizer_));
+  if (indexer_ >= 0 && p.sparse && !p.index_implicit)
+    static_cast<IndexCoder*>(stages_[indexer_].get())->encode(p, out.streams, ctx_for(indexer_));
+  if (stateful_) out.plain = out.streams;
+  for (size_t pos : lossless_) {
+    const auto* l = static_cast<const Lossless*>(stages_[pos].get());
+    for (auto& s : out.streams.all())
+      if (l->only_stream.empty() || l->only_stream == s.name) s.bytes = l->encode(s.bytes, s.width);
+  }
+  return out;
+}
+
+Tensor PipelineStages::decode(const TensorInfo& info, Streams streams, bool lossless_applied,
+                              const StageContext& base, TensorState& st,
+                              std::vector<float>* before_transforms) const {
+  const uint64_t n = info.elements();
+  if (lossless_applied) {
+    for (auto it = lossless_.rbegin(); it != lossless_.rend(); ++it) {
+      const auto* l = static_cast<const Lossless*>(stages_[*it].get());
+      for (auto& s : streams.all())
+        if (l->only_stream.empty() || l->only_stream == s.name) s.bytes = l->decode(s.bytes, stream_bound(n));
+    }
+  }
+  Payload p;
+  p.info = &info;
+  p.n = n;
+  p.exact = exact_values_;
+  p.exact_dtype = info.dtype;
+  auto ctx_for = [&](size_t pos) { return stage_ctx(base, pos, st.dec); };
+  Reducer* red = reducer_ >= 0 ? static_cast<Reducer*>(stages_[reducer_].get()) : nullptr;
+  if (red) {
+    red->prepare_decode(p, streams, ctx_for(reducer_));
+    if (indexer_ >= 0 && p.sparse && !p.index_implicit)
+      static_cast<IndexCoder*>(stages_[indexer_].get())->decode(p, streams, ctx_for(indexer_));
+  }
+  static_cast<Quantizer*>(stages_[quantizer_].get())->decode(p, streams, ctx_for(quantizer_));
+  if (red) red->decode(p, streams, ctx_for(reducer_));
+
+  Tensor out;
+  out.info = info;
+  if (!p.exact_bytes.empty() || (n == 0 && p.exact)) {
+    if (p.exact_bytes.size() != n * dtype_size(info.dtype))
+      fail(ErrorCode::Corrupt, info.name + ": decoded " + std::to_string(p.exact_bytes.size()) + " bytes, expected " +
+                                   std::to_string(n * dtype_size(info.dtype)));
+    if (before_transforms) {
+      before_transforms->resize(n);
+      to_f32(info.dtype, p.exact_bytes.data(), n, before_transforms->data());
+    }
+    out.data = Buffer(std::move(p.exact_bytes));
+    return out;
+  }
+  if (p.values.size() != n)
+    fail(ErrorCode::Corrupt, info.name + ": decoded " + std::to_string(p.values.size()) + " values, expected " +
+                                 std::to_string(n));
+  if (before_transforms) *before_transforms = p.values;
+  for (auto it = transforms_.rbegin(); it != transforms_.rend(); ++it)
+    static_cast<Transform*>(stages_[*it].get())->decode(p.values, ctx_for(*it));
+  std::vector<uint8_t> bytes(n * dtype_size(info.dtype));
+  from_f32(p.values.data(), n, info.dtype, bytes.data());
+  out.data = Buffer(std::move(bytes));
+  return out;
+}
+
+void PipelineStages::observe_raw(const Tensor& decoded, const StageContext& base, TensorState& st,
+                                 bool encoder_side) const {
+  if (!stateful_) return;
+  std::vector<float> v(decoded.elements());
+  to_f32(decoded.dtype(), decoded.data.data(), v.size(), v.data());
+  for (auto it = transforms_.rbegin(); it != transforms_.rend(); ++it)
+    static_cast<Transform*>(stages_[*it].get())->on_raw(v, stage_ctx(base, *it, st.dec));
+  if (encoder_side) after_encode(v, base, st);
+}
+
+void PipelineStages::after_encode(const std::vector<float>& recon, const StageContext& base, TensorState& st) const {
+  if (st.enc.size() < stages_.size()) st.enc.resize(stages_.size());
+  for (size_t k = 0; k < transforms_.size(); ++k) {
+    size_t pos = transforms_[k];
+    StageContext c = stage_ctx(base, pos, st.dec);
+    c.state = &st.enc[pos];
+    const std::vector<float>& in = k < st.transform_inputs.size() ? st.transform_inputs[k] : recon;
+    static_cast<Transform*>(stages_[pos].get())->after_encode(in, recon, c);
+  }
+}
+
+// ------------------------------------------------------------------ SequenceEncoder
+
+struct SequenceEncoder::Impl {
+  Pipeline pipeline;
+  EncodeOptions opt;
+  PipelineStages stages;
+  std::unordered_map<std::string, PipelineStages::TensorState> states;
+  Impl(const Pipeline& p, const EncodeOptions& o) : pipeline(p), opt(o), stages(p) {}
+};
+
+SequenceEncoder::SequenceEncoder(const Pipeline& p, const EncodeOptions& o) : impl_(std::make_unique<Impl>(p, o)) {}
+SequenceEncoder::~SequenceEncoder() = default;
+
+ContainerHeader SequenceEncoder::header(const std::string& inputs_json) const {
+  ContainerHeader h;
+  h.tool = tool_version();
+  h.pipeline_json = impl_->pipeline.json();
+  h.pipeline_text = impl_->pipeline.text();
+  h.seed = impl_->opt.seed;
+  h.keyframe_interval = impl_->opt.keyframe_interval;
+  h.inputs_json = inputs_json;
+  return h;
+}
+
+namespace {
+struct Job {
+  Tensor tensor;
+  Streams streams;
+  Storage storage = Storage::Pipeline;
+  std::exception_ptr error;
+};
+}  // namespace
+
+std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src, ContainerWriter& w) {
+  Impl& im = *impl_;
+  const uint32_t frame = frame_;
+  const bool keyframe = frame == 0 || (im.opt.keyframe_interval && frame % im.opt.keyframe_interval == 0);
+  w.begin_frame({frame, keyframe, src.source});
+  std::vector<TensorOutcome> outcomes;
+  std::set<std::string> seen;
+  const unsigned threads = std::max(1u, im.opt.threads);
+
+  auto run = [&](Job& job, uint32_t index) {
+    try {
+      const Tensor& t = job.tensor;
+      if (t.dtype() == DType::Other) {
+        job.storage = Storage::PassThrough;
+        job.streams.add("raw").bytes.assign(t.data.data(), t.data.data() + t.data.size());
+        return;
+      }
+      auto& st = im.states[t.name()];
+      if (keyframe) st.dec.clear();
+      StageContext ctx;
+      ctx.seed = im.opt.seed;
+      ctx.frame = frame;
+      ctx.tensor = index;
+      ctx.keyframe = keyframe;
+      ctx.info = &t.info;
+      auto enc = im.stages.encode(t, ctx, st);
+      if (enc.streams.total_bytes() >= t.data.size()) {
+        job.storage = Storage::Raw;
+        job.streams.add("raw", static_cast<uint8_t>(dtype_size(t.dtype())))
+            .bytes.assign(t.data.data(), t.data.data() + t.data.size());
+        im.stages.observe_raw(t, ctx, st, true);
+      } else {
+        job.storage = Storage::Pipeline;
+        if (im.stages.stateful()) {
+          std::vector<float> recon;
+          im.stages.decode(t.info, std::move(enc.plain), false, ctx, st, &recon);
+          im.stages.after_encode(recon, ctx, st);
+        }
+        job.streams = std::move(enc.streams);
+      }
+    } catch (...) {
+      job.error = std::current_exception();
+    }
+  };
+
+  for (size_t start = 0; start < src.count; start += threads) {
+    size_t end = std::min(src.count, start + threads);
+    std::vector<Job> jobs(end - start);
+    for (size_t i = start; i < end; ++i) {
+      jobs[i - start].tensor = src.load(i);
+      const std::string& name = jobs[i - start].tensor.name();
+      if (!seen.insert(name).second) fail(ErrorCode::Input, src.source + ": tensor '" + name + "' appears twice");
+      im.states[name];  // create slots before the parallel part
+    }
+    if (jobs.size() == 1) {
+      run(jobs[0], static_cast<uint32_t>(start));
+    } else {
+      std::vector<std::thread> pool;
+      for (size_t j = 0; j < jobs.size(); ++j) pool.emplace_back(run, std::ref(jobs[j]), static_cast<uint32_t>(start + j));
+      for (auto& th : pool) th.join();
+    }
+    for (auto& job : jobs) {
+      if (job.error) std::rethrow_exception(job.error);
+      uint64_t before = w.bytes_written();
+      w.add(job.tensor.info, job.storage, 0, job.streams);
+      TensorOutcome o;
+      o.info = job.tensor.info;
+      o.storage = job.storage;
+      o.input_bytes = job.tensor.data.size();
+      o.record_bytes = w.bytes_written() - before;
+      for (const auto& s : job.streams.all()) o.streams.emplace_back(s.name, s.bytes.size());
+      outcomes.push_back(std::move(o));
+    }
+  }
+  ++frame_;
+  return outcomes;
+}
+
+// ------------------------------------------------------------------ SequenceDecoder
+
+struct SequenceDecoder::Impl {
+  const ContainerReader& reader;
+  std::vector<std::unique_ptr<PipelineStages>> variants;  // lazily built
+  struct Chain {
+    PipelineStages::TensorState state;
+    long long last_frame = -1;  // frame whose record was decoded last
+  };
+  std::unordered_map<std::string, Chain> chains;
+  std::vector<std::unordered_map<std::string, size_t>> names;  // per frame, lazily
+  size_t frames_read = 0;
+  bool stateful = false;
+
+  explicit Impl(const ContainerReader& r) : reader(r) {
+    variants.resize(r.variants().size());
+    stateful = stages(0).stateful();
+    names.resize(r.frame_count());
+  }
+  PipelineStages& stages(uint32_t v) {
+    if (!variants[v]) variants[v] = std::make_unique<PipelineStages>(Pipeline::from_json(reader.variants()[v]));
+    return *variants[v];
+  }
+  size_t find(size_t f, const std::string& name) {
+    auto& m = names[f];
+    if (m.empty())
+      for (size_t i = 0; i < reader.record_count(f); ++i) m[reader.record(f, i).info.name] = i;
+    auto it = m.find(name);
+    if (it == m.end())
+      fail(ErrorCode::Corrupt, reader.path() + ": tensor '" + name + "' missing from frame " + std::to_string(f) +
+                                   " needed to decode later frames");
+    return it->second;
+  }
+  Tensor decode_record(size_t f, size_t i, Chain& chain) {
+    RecordMeta m = reader.record(f, i);
+    Streams s = reader.streams(m);
+    Tensor out;
+    out.info = m.info;
+    if (m.storage == Storage::PassThrough || m.storage == Storage::Raw) {
+      std::vector<uint8_t> bytes = std::move(s.all()[0].bytes);
+      out.data = Buffer(std::move(bytes));
+    }
+    StageContext ctx;
+    ctx.seed = reader.header().seed;
+    ctx.frame = static_cast<uint32_t>(f);
+    ctx.tensor = static_cast<uint32_t>(i);
+    ctx.keyframe = reader.frame(f).keyframe;
+    ctx.info = &out.info;
+    if (ctx.keyframe) chain.state.dec.clear();
+    if (m.storage == Storage::Raw) {
+      stages(m.variant).observe_raw(out, ctx, chain.state, false);
+    } else if (m.storage == Storage::Pipeline) {
+      out = stages(m.variant).decode(m.info, std::move(s), true, ctx, chain.state);
+    }
+    chain.last_frame = static_cast<long long>(f);
+    return out;
+  }
+};
+
+SequenceDecoder::SequenceDecoder(const ContainerReader& r) : impl_(std::make_unique<Impl>(r)) {}
+SequenceDecoder::~SequenceDecoder() = default;
+size_t SequenceDecoder::frames_read() const noexcept { return impl_->frames_read; }
+bool SequenceDecoder::stateful() const noexcept { return impl_->stateful; }
+
+Tensor SequenceDecoder::decode(size_t f, size_t i) {
+  Impl& im = *impl_;
+  const ContainerReader& r = im.reader;
+  r.frame(f);
+  if (i >= r.record_count(f)) fail(ErrorCode::Internal, "tensor index out of range");
+  im.frames_read = 1;
+  if (!im.stateful) {
+    Impl::Chain scratch;
+    return im.decode_record(f, i, scratch);
+  }
+  const std::string name = r.record(f, i).info.name;
+  size_t k = f;
+  while (k > 0 && !r.frame(k).keyframe) --k;
+  Impl::Chain& chain = im.chains[name];
+  size_t start = k;
+  if (chain.last_frame >= static_cast<long long>(k) && chain.last_frame < static_cast<long long>(f))
+    start = static_cast<size_t>(chain.last_frame) + 1;
+  else
+    chain = Impl::Chain{};
+  im.frames_read = f - start + 1;
+  for (size_t g = start; g < f; ++g) im.decode_record(g, im.find(g, name), chain);
+  return im.decode_record(f, i, chain);
+}
+
+void SequenceDecoder::decode_frame(size_t f, const std::function<void(Tensor&&)>& sink) {
+  size_t n = impl_->reader.record_count(f);
+  size_t most = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sink(decode(f, i));
+    most = std::max(most, impl_->frames_read);
+  }
+  impl_->frames_read = most;
+}
+
+}  // namespace gradcodec

@@ -1,0 +1,388 @@
+// The .gcz container v1: writer and reader. Byte layout: docs/format.md.
+#include <gradcodec/container.hpp>
+
+#include "core/checksum.hpp"
+
+#include <nlohmann/json.hpp>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include <cstring>
+#include <map>
+
+namespace gradcodec {
+
+uint64_t xxh3(const void* data, size_t n) noexcept { return XXH3_64bits(data, n); }
+
+namespace {
+
+constexpr uint8_t kMagic[8] = {0x89, 'G', 'C', 'Z', '\r', '\n', 0x1a, '\n'};
+constexpr uint8_t kEndMagic[8] = {0x89, 'G', 'C', 'Z', 'E', 'N', 'D', '\n'};
+constexpr size_t kPreambleSize = 16;
+constexpr size_t kTrailerSize = 24;
+
+void put_tag(ByteWriter& w, const char* tag) { w.bytes(tag, 4); }
+
+std::vector<uint8_t> encode_meta(const TensorInfo& info, Storage storage, uint32_t variant,
+                                 const Streams& streams) {
+  std::vector<uint8_t> m;
+  ByteWriter w(m);
+  w.str16(info.name);
+  w.u8(static_cast<uint8_t>(info.dtype));
+  w.u8(info.big_endian ? 1 : 0);
+  if (info.dtype == DType::Other) w.str16(info.descr);
+  if (info.shape.size() > kMaxDims) fail(ErrorCode::Usage, info.name + ": more than 32 dimensions");
+  w.u8(static_cast<uint8_t>(info.shape.size()));
+  for (uint64_t d : info.shape) w.u64(d);
+  w.u8(static_cast<uint8_t>(storage));
+  w.varint(variant);
+  if (streams.all().size() > kMaxStreams) fail(ErrorCode::Internal, "too many streams");
+  w.u8(static_cast<uint8_t>(streams.all().size()));
+  for (const auto& s : streams.all()) {
+    if (s.name.empty() || s.name.size() > 255) fail(ErrorCode::Internal, "bad stream name");
+    w.u8(static_cast<uint8_t>(s.name.size()));
+    w.bytes(s.name.data(), s.name.size());
+    w.u8(s.width);
+    w.u64(s.bytes.size());
+    w.u64(xxh3(s.bytes.data(), s.bytes.size()));
+  }
+  return m;
+}
+
+}  // namespace
+
+const char* storage_name(Storage s) noexcept {
+  switch (s) {
+    case Storage::Pipeline: return "pipeline";
+    case Storage::Raw: return "raw";
+    case Storage::PassThrough: return "pass-through";
+  }
+  return "?";
+}
+
+uint64_t RecordMeta::stream_bytes() const noexcept {
+  uint64_t n = 0;
+  for (const auto& s : streams) n += s.size;
+  return n;
+}
+
+// ---------------------------------------------------------------- writer
+
+struct ContainerWriter::Impl {
+  AtomicOutput out;
+  struct Frame {
+    uint64_t offset;
+    std::vector<std::pair<uint64_t, uint64_t>> records;
+  };
+  std::vector<Frame> frames;
+  std::vector<std::string> variants;  // ids 1..
+  std::map<std::string, uint32_t> variant_ids;
+  bool in_frame = false;
+  bool finished = false;
+
+  Impl(const std::string& path, bool overwrite) : out(path, overwrite) {}
+
+  void section(const char* tag, const std::vector<uint8_t>& payload, bool u64_len) {
+    std::vector<uint8_t> head;
+    ByteWriter w(head);
+    put_tag(w, tag);
+    if (u64_len) w.u64(payload.size());
+    else w.u32(static_cast<uint32_t>(payload.size()));
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, head.data(), head.size());
+    XXH3_64bits_update(&st, payload.data(), payload.size());
+    uint64_t h = XXH3_64bits_digest(&st);
+    out.write(head.data(), head.size());
+    out.write(payload.data(), payload.size());
+    out.write(&h, 8);
+  }
+};
+
+ContainerWriter::ContainerWriter(const std::string& path, bool overwrite, const ContainerHeader& h)
+    : impl_(std::make_unique<Impl>(path, overwrite)) {
+  nlohmann::ordered_json j;
+  j["format"] = "gcz";
+  j["tool"] = h.tool;
+  j["pipeline"] = nlohmann::ordered_json::parse(h.pipeline_json);
+  j["pipeline_text"] = h.pipeline_text;
+  j["seed"] = h.seed;
+  j["keyframe_interval"] = h.keyframe_interval;
+  j["inputs"] = nlohmann::ordered_json::parse(h.inputs_json);
+  std::string text = j.dump();
+  if (text.size() > kMaxHeaderBytes) fail(ErrorCode::Usage, "container header larger than 16 MiB");
+  std::vector<uint8_t> pre;
+  ByteWriter w(pre);
+  w.bytes(kMagic, 8);
+  w.u16(kFormatMajor);
+  w.u16(kFormatMinor);
+  w.u32(static_cast<uint32_t>(text.size()));
+  w.bytes(text.data(), text.size());
+  uint64_t sum = xxh3(pre.data(), pre.size());
+  w.u64(sum);
+  impl_->out.write(pre.data(), pre.size());
+}
+
+ContainerWriter::~ContainerWriter() = default;
+
+uint64_t ContainerWriter::bytes_written() const noexcept { return impl_->out.position(); }
+
+void ContainerWriter::begin_frame(const FrameInfo& f) {
+  impl_->in_frame = true;
+  impl_->frames.push_back({impl_->out.position(), {}});
+  std::vector<uint8_t> p;
+  ByteWriter w(p);
+  w.u32(static_cast<uint32_t>(impl_->frames.size() - 1));
+  w.u8(f.keyframe ? 1 : 0);
+  w.str16(f.source.size() > 4096 ? f.source.substr(0, 4096) : f.source);
+  impl_->section("FRAM", p, false);
+}
+
+void ContainerWriter::add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams) {
+  if (!impl_->in_frame) fail(ErrorCode::Internal, "ContainerWriter::add outside a frame");
+  uint64_t start = impl_->out.position();
+  impl_->section("TREC", encode_meta(info, storage, variant, streams), false);
+  for (const auto& s : streams.all()) impl_->out.write(s.bytes.data(), s.bytes.size());
+  impl_->frames.back().records.emplace_back(start, impl_->out.position() - start);
+}
+
+uint32_t ContainerWriter::variant(const std::string& json) {
+  auto it = impl_->variant_ids.find(json);
+  if (it != impl_->variant_ids.end()) return it->second;
+  impl_->variants.push_back(json);
+  uint32_t id = static_cast<uint32_t>(impl_->variants.size());
+  impl_->variant_ids[json] = id;
+  return id;
+}
+
+void ContainerWriter::finish() {
+  if (impl_->finished) return;
+  std::vector<uint8_t> p;
+  ByteWriter w(p);
+  w.u32(static_cast<uint32_t>(impl_->frames.size()));
+  for (const auto& f : impl_->frames) {
+    w.u64(f.offset);
+    w.u32(static_cast<uint32_t>(f.records.size()));
+    for (auto [off, size] : f.records) w.u64(off), w.u64(size);
+  }
+  w.u32(static_cast<uint32_t>(impl_->variants.size()));
+  for (const auto& v : impl_->variants) {
+    w.u32(static_cast<uint32_t>(v.size()));
+    w.bytes(v.data(), v.size());
+  }
+  uint64_t footer_offset = impl_->out.position();
+  impl_->section("FOOT", p, true);
+  std::vector<uint8_t> t;
+  ByteWriter tw(t);
+  tw.u64(footer_offset);
+  tw.u16(kFormatMajor);
+  tw.u16(kFormatMinor);
+  tw.u32(static_cast<uint32_t>(xxh3(t.data(), 12)));
+  tw.bytes(kEndMagic, 8);
+  impl_->out.write(t.data(), t.size());
+  impl_->out.commit();
+  impl_->finished = true;
+}
+
+// ---------------------------------------------------------------- reader
+
+void ContainerReader::corrupt(const std::string& section, uint64_t offset, const std::string& why) const {
+  fail(ErrorCode::Corrupt, file_->path() + ": corrupt container: " + section + " at offset " +
+                               std::to_string(offset) + ": " + why);
+}
+
+ContainerReader ContainerReader::open(const std::string& path) {
+  return ContainerReader(InputFile::open(path));
+}
+
+ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(std::move(file)) {
+  const uint8_t* d = file_->data();
+  const uint64_t size = file_->size();
+  if (size < kPreambleSize + 8 + kTrailerSize) corrupt("file", 0, "too short to be a .gcz container");
+  if (std::memcmp(d, kMagic, 8) != 0) corrupt("preamble", 0, "bad magic (not a .gcz container)");
+  uint16_t major, minor;
+  uint32_t header_len;
+  std::memcpy(&major, d + 8, 2);
+  std::memcpy(&minor, d + 10, 2);
+  std::memcpy(&header_len, d + 12, 4);
+  if (major != kFormatMajor)
+    corrupt("preamble", 8, "unsupported format version " + std::to_string(major) + "." + std::to_string(minor) +
+                               " (this gradcodec reads version 1)");
+  // trailer
+  const uint8_t* t = d + size - kTrailerSize;
+  if (std::memcmp(t + 16, kEndMagic, 8) != 0) corrupt("trailer", size - 8, "bad end magic (truncated file?)");
+  uint32_t tsum;
+  std::memcpy(&tsum, t + 12, 4);
+  if (tsum != static_cast<uint32_t>(xxh3(t, 12))) corrupt("trailer", size - kTrailerSize, "checksum mismatch");
+  uint16_t tmajor;
+  std::memcpy(&tmajor, t + 8, 2);
+  if (tmajor != major) corrupt("trailer", size - kTrailerSize + 8, "format version differs from the preamble's");
+  // header
+  if (header_len > kMaxHeaderBytes) corrupt("header", 12, "header length " + std::to_string(header_len) + " exceeds the 16 MiB cap");
+  if (kPreambleSize + header_len + 8 > size - kTrailerSize)
+    corrupt("header", 12, "header length " + std::to_string(header_len) + " runs past the end of the file");
+  uint64_t hsum;
+  std::memcpy(&hsum, d + kPreambleSize + header_len, 8);
+  if (hsum != xxh3(d, kPreambleSize + header_len)) corrupt("header", kPreambleSize, "checksum mismatch");
+  {
+    auto j = nlohmann::ordered_json::parse(d + kPreambleSize, d + kPreambleSize + header_len, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) corrupt("header", kPreambleSize, "not a JSON object");
+    try {
+      if (j.value("format", "") != "gcz") corrupt("header", kPreambleSize, "missing \"format\": \"gcz\"");
+      header_.tool = j.at("tool").get<std::string>();
+      header_.pipeline_json = j.at("pipeline").dump();
+      header_.pipeline_text = j.at("pipeline_text").get<std::string>();
+      header_.seed = j.at("seed").get<uint64_t>();
+      header_.keyframe_interval = j.at("keyframe_interval").get<uint32_t>();
+      header_.inputs_json = j.at("inputs").dump();
+    } catch (const nlohmann::json::exception& e) {
+      corrupt("header", kPreambleSize, std::string("bad field: ") + e.what());
+    }
+  }
+  const uint64_t body_start = kPreambleSize + header_len + 8;
+  // footer
+  uint64_t footer_off;
+  std::memcpy(&footer_off, t, 8);
+  const uint64_t footer_end = size - kTrailerSize;
+  if (footer_off < body_start || footer_off > footer_end || footer_end - footer_off < 4 + 8 + 8)
+    corrupt("trailer", size - kTrailerSize, "footer offset " + std::to_string(footer_off) + " out of range");
+  if (std::memcmp(d + footer_off, "FOOT", 4) != 0) corrupt("footer", footer_off, "bad tag");
+  uint64_t flen;
+  std::memcpy(&flen, d + footer_off + 4, 8);
+  if (flen != footer_end - footer_off - 20) corrupt("footer", footer_off + 4, "length does not match the file");
+  uint64_t fsum;
+  std::memcpy(&fsum, d + footer_off + 12 + flen, 8);
+  if (fsum != xxh3(d + footer_off, 12 + flen)) corrupt("footer", footer_off, "checksum mismatch");
+  ByteReader r({d + footer_off + 12, flen}, file_->path() + ": corrupt container: footer");
+  uint32_t nframes = r.u32();
+  if (nframes > r.remaining() / 12) corrupt("footer", footer_off, "frame count " + std::to_string(nframes) + " exceeds its size");
+  for (uint32_t f = 0; f < nframes; ++f) {
+    uint64_t foff = r.u64();
+    uint32_t nrec = r.u32();
+    if (nrec > r.remaining() / 16) corrupt("footer", footer_off, "tensor count " + std::to_string(nrec) + " exceeds its size");
+    std::vector<std::pair<uint64_t, uint64_t>> recs(nrec);
+    for (auto& [off, sz] : recs) {
+      off = r.u64();
+      sz = r.u64();
+      if (off < body_start || off > footer_off || sz > footer_off - off || sz < 16)
+        corrupt("footer", footer_off, "record " + std::to_string(&off - &recs[0].first) + " of frame " +
+                                          std::to_string(f) + " lies outside the body");
+    }
+    // frame section
+    if (foff < body_start || foff > footer_off || footer_off - foff < 16) corrupt("footer", footer_off, "frame offset out of range");
+    if (std::memcmp(d + foff, "FRAM", 4) != 0) corrupt("frame " + std::to_string(f), foff, "bad tag");
+    uint32_t plen;
+    std::memcpy(&plen, d + foff + 4, 4);
+    if (plen > footer_off - foff - 16) corrupt("frame " + std::to_string(f), foff + 4, "length runs past the body");
+    uint64_t psum;
+    std::memcpy(&psum, d + foff + 8 + plen, 8);
+    if (psum != xxh3(d + foff, 8 + plen)) corrupt("frame " + std::to_string(f), foff, "checksum mismatch");
+    ByteReader fr({d + foff + 8, plen}, file_->path() + ": corrupt container: frame " + std::to_string(f));
+    FrameInfo fi;
+    fi.index = fr.u32();
+    if (fi.index != f) corrupt("frame " + std::to_string(f), foff, "frame number " + std::to_string(fi.index) + " out of sequence");
+    fi.keyframe = (fr.u8() & 1) != 0;
+    fi.source = fr.str16();
+    fr.expect_end();
+    frames_.push_back(fi);
+    records_.push_back(std::move(recs));
+  }
+  uint32_t nvar = r.u32();
+  variants_.push_back(header_.pipeline_json);
+  for (uint32_t v = 0; v < nvar; ++v) {
+    uint32_t len = r.u32();
+    auto b = r.bytes(len);
+    variants_.emplace_back(b.begin(), b.end());
+  }
+  r.expect_end();
+}
+
+const FrameInfo& ContainerReader::frame(size_t f) const {
+  if (f >= frames_.size()) fail(ErrorCode::Usage, "frame " + std::to_string(f) + " does not exist (the container has " +
+                                                      std::to_string(frames_.size()) + ")");
+  return frames_[f];
+}
+
+size_t ContainerReader::record_count(size_t f) const {
+  frame(f);
+  return records_[f].size();
+}
+
+RecordMeta ContainerReader::record(size_t f, size_t i) const {
+  frame(f);
+  if (i >= records_[f].size()) fail(ErrorCode::Internal, "record index out of range");
+  auto [off, size] = records_[f][i];
+  const uint8_t* d = file_->data();
+  const std::string sec = "record " + std::to_string(i) + " of frame " + std::to_string(f);
+  if (std::memcmp(d + off, "TREC", 4) != 0) corrupt(sec, off, "bad tag");
+  uint32_t mlen;
+  std::memcpy(&mlen, d + off + 4, 4);
+  if (mlen > kMaxMetaBytes || mlen > size - 16) corrupt(sec, off + 4, "metadata length " + std::to_string(mlen) + " out of range");
+  uint64_t msum;
+  std::memcpy(&msum, d + off + 8 + mlen, 8);
+  if (msum != xxh3(d + off, 8 + mlen)) corrupt(sec, off, "checksum mismatch");
+  ByteReader r({d + off + 8, mlen}, file_->path() + ": corrupt container: " + sec);
+  RecordMeta m;
+  m.offset = off;
+  m.size = size;
+  m.info.name = r.str16();
+  uint8_t dt = r.u8();
+  if (dt > static_cast<uint8_t>(DType::F64)) corrupt(sec, off, "unknown dtype code " + std::to_string(dt));
+  m.info.dtype = static_cast<DType>(dt);
+  m.info.big_endian = (r.u8() & 1) != 0;
+  if (m.info.dtype == DType::Other) m.info.descr = r.str16();
+  uint8_t ndim = r.u8();
+  if (ndim > kMaxDims) corrupt(sec, off, std::to_string(ndim) + " dimensions (at most 32)");
+  m.info.shape.resize(ndim);
+  for (auto& dim : m.info.shape) dim = r.u64();
+  uint64_t elements = 1;
+  for (uint64_t dim : m.info.shape) {
+    if (dim != 0 && elements > (uint64_t{1} << 61) / dim) corrupt(sec, off, "shape " + shape_string(m.info.shape) + " overflows");
+    elements *= dim;
+  }
+  uint8_t st = r.u8();
+  if (st > static_cast<uint8_t>(Storage::PassThrough)) corrupt(sec, off, "unknown storage " + std::to_string(st));
+  m.storage = static_cast<Storage>(st);
+  uint64_t var = r.varint();
+  if (var >= variants_.size()) corrupt(sec, off, "unknown pipeline variant " + std::to_string(var));
+  m.variant = static_cast<uint32_t>(var);
+  uint8_t ns = r.u8();
+  if (ns > kMaxStreams) corrupt(sec, off, "too many streams");
+  uint64_t pos = off + 16 + mlen;
+  for (uint8_t s = 0; s < ns; ++s) {
+    StreamInfo si;
+    uint8_t nl = r.u8();
+    auto nb = r.bytes(nl);
+    si.name.assign(nb.begin(), nb.end());
+    si.width = r.u8();
+    si.size = r.u64();
+    si.checksum = r.u64();
+    if (si.size > off + size - pos) corrupt(sec, off, "stream '" + si.name + "' runs past the record");
+    si.offset = pos;
+    pos += si.size;
+    m.streams.push_back(std::move(si));
+  }
+  r.expect_end();
+  if (pos != off + size) corrupt(sec, off, "streams do not fill the record");
+  if ((m.storage == Storage::Raw) &&
+      (m.streams.size() != 1 || m.streams[0].name != "raw" || m.info.dtype == DType::Other ||
+       m.streams[0].size != elements * dtype_size(m.info.dtype)))
+    corrupt(sec, off, "raw record does not hold " + shape_string(m.info.shape) + " " + dtype_name(m.info.dtype));
+  if (m.storage == Storage::PassThrough && (m.streams.size() != 1 || m.streams[0].name != "raw"))
+    corrupt(sec, off, "pass-through record without its raw stream");
+  return m;
+}
+
+Streams ContainerReader::streams(const RecordMeta& m) const {
+  Streams out;
+  for (const auto& si : m.streams) {
+    const uint8_t* p = file_->data() + si.offset;
+    if (xxh3(p, si.size) != si.checksum)
+      corrupt("stream '" + si.name + "' of tensor " + m.info.name, si.offset, "checksum mismatch");
+    Stream& s = out.add(si.name, si.width);
+    s.bytes.assign(p, p + si.size);
+  }
+  return out;
+}
+
+}  // namespace gradcodec

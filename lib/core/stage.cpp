@@ -1,0 +1,136 @@
+#include <gradcodec/half.hpp>
+#include <gradcodec/stage.hpp>
+
+#include <cstring>
+
+namespace gradcodec {
+
+Stream& Streams::add(std::string name, uint8_t width) {
+  if (find(name)) fail(ErrorCode::Internal, "stream '" + name + "' produced twice");
+  list_.push_back(Stream{std::move(name), {}, width});
+  return list_.back();
+}
+
+Stream* Streams::find(const std::string& name) noexcept {
+  for (auto& s : list_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+const Stream* Streams::find(const std::string& name) const noexcept {
+  for (const auto& s : list_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::span<const uint8_t> Streams::get(const std::string& name) const {
+  const Stream* s = find(name);
+  if (!s) fail(ErrorCode::Corrupt, "missing stream '" + name + "'");
+  return s->bytes;
+}
+
+uint64_t Streams::total_bytes() const noexcept {
+  uint64_t n = 0;
+  for (const auto& s : list_) n += s.bytes.size();
+  return n;
+}
+
+void to_f32(DType dt, const uint8_t* src, uint64_t n, float* dst) {
+  switch (dt) {
+    case DType::F32: std::memcpy(dst, src, n * 4); return;
+    case DType::F64:
+      for (uint64_t i = 0; i < n; ++i) {
+        double v;
+        std::memcpy(&v, src + 8 * i, 8);
+        dst[i] = static_cast<float>(v);
+      }
+      return;
+    case DType::F16:
+      for (uint64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = f16_to_f32(h);
+      }
+      return;
+    case DType::BF16:
+      for (uint64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = bf16_to_f32(h);
+      }
+      return;
+    case DType::Other: break;
+  }
+  fail(ErrorCode::Internal, "to_f32 on a non-floating tensor");
+}
+
+void from_f32(const float* src, uint64_t n, DType dt, uint8_t* dst) {
+  switch (dt) {
+    case DType::F32: std::memcpy(dst, src, n * 4); return;
+    case DType::F64:
+      for (uint64_t i = 0; i < n; ++i) {
+        double v = src[i];
+        std::memcpy(dst + 8 * i, &v, 8);
+      }
+      return;
+    case DType::F16:
+      for (uint64_t i = 0; i < n; ++i) {
+        uint16_t h = f32_to_f16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return;
+    case DType::BF16:
+      for (uint64_t i = 0; i < n; ++i) {
+        uint16_t h = f32_to_bf16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return;
+    case DType::Other: break;
+  }
+  fail(ErrorCode::Internal, "from_f32 to a non-floating dtype");
+}
+
+std::vector<float>& Payload::dense_f32() {
+  if (values.empty() && n > 0 && !sparse && !lowrank) {
+    if (!source) fail(ErrorCode::Internal, "dense_f32 without a source tensor");
+    values.resize(n);
+    to_f32(source->dtype(), source->data.data(), n, values.data());
+  }
+  return values;
+}
+
+}  // namespace gradcodec
+
+namespace gradcodec {
+
+void scatter_to_dense(Payload& p) {
+  const uint64_t block = p.block;
+  if (block == 0) fail(ErrorCode::Corrupt, "block size 0");
+  const bool exact = !p.exact_bytes.empty() || (p.exact && p.values.empty() && !p.index.empty());
+  const size_t es = exact ? dtype_size(p.exact_dtype) : 4;
+  const uint64_t count = static_cast<uint64_t>(p.index.size()) * block;
+  if ((exact ? p.exact_bytes.size() / es : p.values.size()) != count)
+    fail(ErrorCode::Corrupt, "value count does not match the index");
+  uint64_t prev = 0;
+  for (size_t k = 0; k < p.index.size(); ++k) {
+    uint64_t pos = p.index[k];
+    if (pos >= p.universe || (pos + 1) * block > p.n)
+      fail(ErrorCode::Corrupt, "position " + std::to_string(pos) + " outside the tensor");
+    if (!p.value_order && k > 0 && pos <= prev) fail(ErrorCode::Corrupt, "positions not ascending");
+    prev = pos;
+  }
+  if (exact) {
+    std::vector<uint8_t> dense(p.n * es, 0);
+    for (size_t k = 0; k < p.index.size(); ++k)
+      std::memcpy(dense.data() + p.index[k] * block * es, p.exact_bytes.data() + k * block * es, block * es);
+    p.exact_bytes = std::move(dense);
+  } else {
+    std::vector<float> dense(p.n, 0.0f);
+    for (size_t k = 0; k < p.index.size(); ++k)
+      std::memcpy(dense.data() + p.index[k] * block, p.values.data() + k * block, block * 4);
+    p.values = std::move(dense);
+  }
+  p.sparse = false;
+}
+
+}  // namespace gradcodec

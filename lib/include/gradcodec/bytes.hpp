@@ -1,0 +1,114 @@
+// gradcodec — bounds-checked byte and bit readers/writers (little-endian throughout).
+//
+// Every read from untrusted bytes goes through ByteReader/BitReader, which throw
+// Error(Corrupt, "<what>: ...") instead of reading past the end. Writers append to a vector.
+#pragma once
+
+#include <gradcodec/error.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gradcodec {
+
+class ByteWriter {
+ public:
+  explicit ByteWriter(std::vector<uint8_t>& out) : out_(out) {}
+  void u8(uint8_t v) { out_.push_back(v); }
+  void u16(uint16_t v) { put(v); }
+  void u32(uint32_t v) { put(v); }
+  void u64(uint64_t v) { put(v); }
+  void f32(float v) { put(v); }
+  void f64(double v) { put(v); }
+  void varint(uint64_t v);  // LEB128
+  void bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    out_.insert(out_.end(), b, b + n);
+  }
+  void str16(std::string_view s);  // u16 length + bytes (throws Internal if longer than 65535)
+  size_t size() const { return out_.size(); }
+  std::vector<uint8_t>& buffer() { return out_; }
+
+ private:
+  template <class T>
+  void put(T v) {
+    uint8_t b[sizeof(T)];
+    std::memcpy(b, &v, sizeof(T));  // the library only builds on little-endian hosts
+    out_.insert(out_.end(), b, b + sizeof(T));
+  }
+  std::vector<uint8_t>& out_;
+};
+
+class ByteReader {
+ public:
+  // `what` names the section in error messages ("tensor record", "index stream").
+  ByteReader(std::span<const uint8_t> data, std::string what) : d_(data), what_(std::move(what)) {}
+  uint8_t u8() { return get<uint8_t>(); }
+  uint16_t u16() { return get<uint16_t>(); }
+  uint32_t u32() { return get<uint32_t>(); }
+  uint64_t u64() { return get<uint64_t>(); }
+  float f32() { return get<float>(); }
+  double f64() { return get<double>(); }
+  uint64_t varint();
+  std::span<const uint8_t> bytes(uint64_t n);
+  std::string str16();
+  size_t remaining() const { return d_.size() - pos_; }
+  size_t position() const { return pos_; }
+  bool done() const { return pos_ == d_.size(); }
+  // Throws Corrupt unless every byte was consumed.
+  void expect_end() const;
+  [[noreturn]] void corrupt(const std::string& why) const;
+  const std::string& what() const { return what_; }
+
+ private:
+  template <class T>
+  T get() {
+    if (remaining() < sizeof(T)) corrupt("unexpected end");
+    T v;
+    std::memcpy(&v, d_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::span<const uint8_t> d_;
+  size_t pos_ = 0;
+  std::string what_;
+};
+
+// MSB-first bit packing into bytes (the last byte is zero-padded).
+class BitWriter {
+ public:
+  explicit BitWriter(std::vector<uint8_t>& out) : out_(out) {}
+  void put(uint64_t value, unsigned nbits);  // nbits <= 64, low nbits of value
+  void bit(bool b) { put(b ? 1u : 0u, 1); }
+  void flush();                              // pads the last partial byte with zeros
+  uint64_t bits_written() const { return bits_; }
+
+ private:
+  std::vector<uint8_t>& out_;
+  uint64_t acc_ = 0;
+  unsigned nacc_ = 0;
+  uint64_t bits_ = 0;
+};
+
+class BitReader {
+ public:
+  BitReader(std::span<const uint8_t> data, std::string what) : d_(data), what_(std::move(what)) {}
+  uint64_t get(unsigned nbits);  // throws Corrupt past the end
+  bool bit() { return get(1) != 0; }
+  uint64_t bits_left() const { return d_.size() * 8 - pos_; }
+  uint64_t position() const { return pos_; }
+
+ private:
+  std::span<const uint8_t> d_;
+  uint64_t pos_ = 0;
+  std::string what_;
+};
+
+// Minimum number of bits to write values in [0, n): ceil(log2 n), 0 for n <= 1.
+unsigned bits_for(uint64_t n) noexcept;
+
+}  // namespace gradcodec

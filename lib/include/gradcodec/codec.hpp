@@ -1,0 +1,127 @@
+// gradcodec — running a pipeline over tensors, frames and sequences.
+//
+// SequenceEncoder turns snapshots (frames) into container records; SequenceDecoder turns records
+// back into tensors. Stateful stages keep per-tensor state across frames; the encoder mirrors the
+// decoder (it decodes each record it writes) so both sides hold the same state. Output bytes do
+// not depend on the thread count.
+#pragma once
+
+#include <gradcodec/container.hpp>
+#include <gradcodec/pipeline.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gradcodec {
+
+// A pipeline's stages, instantiated and sorted by kind.
+class PipelineStages {
+ public:
+  explicit PipelineStages(const Pipeline& p);
+  ~PipelineStages();
+  PipelineStages(PipelineStages&&) noexcept;
+  const Pipeline& pipeline() const noexcept { return pipeline_; }
+  bool stateful() const noexcept { return stateful_; }
+  bool stochastic() const noexcept { return stochastic_; }
+  // True when the value codec sees the source's own elements (no transform, selecting reducer).
+  bool exact_values() const noexcept { return exact_values_; }
+  size_t size() const noexcept { return stages_.size(); }
+
+  struct Encoded {
+    Streams streams;          // final streams (after lossless stages)
+    Streams plain;            // streams before the lossless stages (for the mirror decoder)
+    std::vector<float> input; // dense values after the transforms (what the rest encodes)
+  };
+  // Per-tensor state: one slot per stage, encoder side and decoder side.
+  struct TensorState {
+    std::vector<std::unique_ptr<StageState>> enc;
+    std::vector<std::unique_ptr<StageState>> dec;
+    std::vector<std::vector<float>> transform_inputs;  // per transform, its output at encode
+  };
+
+  // Encodes one tensor through every stage. `ctx` carries seed/frame/tensor; `st` the state.
+  Encoded encode(const Tensor& t, const StageContext& ctx, TensorState& st) const;
+  // Decodes streams (after lossless decoding when `lossless_applied`) to the tensor's dtype.
+  // `recon` (optional) receives the f32 values the reducer produced, before transforms' inverses.
+  Tensor decode(const TensorInfo& info, Streams streams, bool lossless_applied, const StageContext& ctx,
+                TensorState& st, std::vector<float>* before_transforms = nullptr) const;
+  // Records that a tensor was stored raw (decoded = the tensor) so stateful stages stay in step.
+  void observe_raw(const Tensor& decoded, const StageContext& ctx, TensorState& st, bool encoder_side) const;
+  // Runs the encoder-side bookkeeping after a record is final (ef memory update).
+  void after_encode(const std::vector<float>& reconstructed_before_transforms, const StageContext& ctx,
+                    TensorState& st) const;
+
+ private:
+  StageContext stage_ctx(const StageContext& base, size_t pos, std::vector<std::unique_ptr<StageState>>& slots) const;
+  Pipeline pipeline_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+  std::vector<size_t> transforms_;  // positions
+  int reducer_ = -1, quantizer_ = -1, indexer_ = -1;
+  std::vector<size_t> lossless_;
+  bool stateful_ = false, stochastic_ = false, exact_values_ = true;
+};
+
+struct EncodeOptions {
+  uint64_t seed = 0;
+  uint32_t keyframe_interval = 0;  // 0: only frame 0 is a keyframe
+  unsigned threads = 1;
+};
+
+// What happened to one tensor of one frame.
+struct TensorOutcome {
+  TensorInfo info;
+  Storage storage = Storage::Pipeline;
+  uint64_t input_bytes = 0;   // the tensor's bytes as stored
+  uint64_t record_bytes = 0;  // the whole record in the container
+  std::vector<std::pair<std::string, uint64_t>> streams;  // final stream sizes
+};
+
+// A frame's tensors, loaded one at a time (loading is serialized: format readers are not
+// required to be thread-safe).
+struct FrameSource {
+  size_t count = 0;
+  std::function<Tensor(size_t)> load;
+  std::string source;  // informative
+};
+
+class SequenceEncoder {
+ public:
+  SequenceEncoder(const Pipeline& pipeline, const EncodeOptions& options);
+  ~SequenceEncoder();
+  ContainerHeader header(const std::string& inputs_json) const;
+  // Encodes one frame into `writer` (records in source order). Non-floating tensors are stored
+  // as pass-through records. Returns one outcome per tensor.
+  std::vector<TensorOutcome> encode_frame(const FrameSource& frame, ContainerWriter& writer);
+  uint32_t frames_done() const noexcept { return frame_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  uint32_t frame_ = 0;
+};
+
+class SequenceDecoder {
+ public:
+  explicit SequenceDecoder(const ContainerReader& reader);
+  ~SequenceDecoder();
+  // Decodes tensor `i` of frame `f`. For stateful pipelines, decodes that tensor's records from
+  // the last keyframe up to f first (reported through frames_read()).
+  Tensor decode(size_t f, size_t i);
+  // Decodes every tensor of frame f (in order), calling `sink` for each.
+  void decode_frame(size_t f, const std::function<void(Tensor&&)>& sink);
+  // Frames read by the last decode() call (for --verbose).
+  size_t frames_read() const noexcept;
+  bool stateful() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The tool's version string ("gradcodec 0.1.0").
+const char* tool_version() noexcept;
+
+}  // namespace gradcodec

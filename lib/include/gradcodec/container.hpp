@@ -1,0 +1,115 @@
+// gradcodec — the .gcz container, version 1 (specified byte by byte in docs/format.md).
+//
+//   preamble | header | (frame | record*)* | footer | trailer
+// Every section carries an XXH3-64 checksum checked before use; the footer indexes every frame
+// and record so one tensor of one frame is read without reading the rest.
+#pragma once
+
+#include <gradcodec/file_io.hpp>
+#include <gradcodec/stage.hpp>
+#include <gradcodec/tensor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gradcodec {
+
+inline constexpr uint16_t kFormatMajor = 1;
+inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint64_t kMaxHeaderBytes = 16u << 20;   // header JSON cap
+inline constexpr uint32_t kMaxMetaBytes = 1u << 20;      // one record's metadata cap
+inline constexpr uint32_t kMaxStreams = 64;
+inline constexpr uint32_t kMaxDims = 32;
+
+// How a tensor record holds its data.
+enum class Storage : uint8_t {
+  Pipeline = 0,     // the streams of the pipeline (or of variant `variant`)
+  Raw = 1,          // one stream `raw`: the tensor's bytes (encoding would have grown it)
+  PassThrough = 2,  // one stream `raw`: a non-floating array kept losslessly (--pass-through)
+};
+const char* storage_name(Storage s) noexcept;
+
+struct ContainerHeader {
+  std::string tool;           // "gradcodec 0.1.0"
+  std::string pipeline_json;  // canonical JSON of the pipeline
+  std::string pipeline_text;  // canonical text (informative; the JSON is authoritative)
+  uint64_t seed = 0;
+  uint32_t keyframe_interval = 0;  // 0 = only frame 0 is a keyframe
+  std::string inputs_json = "[]";  // description of the inputs: [{"path":..,"format":..}, ...]
+};
+
+struct FrameInfo {
+  uint32_t index = 0;
+  bool keyframe = true;
+  std::string source;  // input file of this frame
+};
+
+struct StreamInfo {
+  std::string name;
+  uint8_t width = 1;
+  uint64_t offset = 0;  // absolute file offset of the stream's first byte
+  uint64_t size = 0;
+  uint64_t checksum = 0;
+};
+
+struct RecordMeta {
+  TensorInfo info;
+  Storage storage = Storage::Pipeline;
+  uint32_t variant = 0;  // 0 = the header's pipeline; k = footer variant k
+  std::vector<StreamInfo> streams;
+  uint64_t offset = 0;  // record start
+  uint64_t size = 0;    // whole record, metadata and streams
+  uint64_t stream_bytes() const noexcept;
+};
+
+class ContainerWriter {
+ public:
+  // Opens the output (temp file + rename; "-" = stdout) and writes preamble and header.
+  ContainerWriter(const std::string& path, bool overwrite, const ContainerHeader& header);
+  ~ContainerWriter();
+  void begin_frame(const FrameInfo& frame);
+  void add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams);
+  // Registers a pipeline variant (canonical JSON); returns its id (≥ 1). Same JSON, same id.
+  uint32_t variant(const std::string& pipeline_json);
+  // Writes footer and trailer and moves the file into place.
+  void finish();
+  uint64_t bytes_written() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class ContainerReader {
+ public:
+  // Validates preamble, trailer, footer and header; throws Error(Corrupt) naming the file, the
+  // section and the offset. Records are validated when first touched.
+  explicit ContainerReader(std::shared_ptr<const InputFile> file);
+  static ContainerReader open(const std::string& path);
+
+  const ContainerHeader& header() const noexcept { return header_; }
+  size_t frame_count() const noexcept { return frames_.size(); }
+  const FrameInfo& frame(size_t f) const;
+  size_t record_count(size_t f) const;
+  // Record metadata (checksummed); reads only the record's metadata block.
+  RecordMeta record(size_t f, size_t i) const;
+  // The record's streams, each checked against its checksum.
+  Streams streams(const RecordMeta& meta) const;
+  // Variant pipelines (canonical JSON); index 0 is the header's pipeline.
+  const std::vector<std::string>& variants() const noexcept { return variants_; }
+  uint64_t file_size() const noexcept { return file_->size(); }
+  const std::string& path() const noexcept { return file_->path(); }
+
+ private:
+  [[noreturn]] void corrupt(const std::string& section, uint64_t offset, const std::string& why) const;
+  std::shared_ptr<const InputFile> file_;
+  ContainerHeader header_;
+  std::vector<FrameInfo> frames_;
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> records_;  // per frame: (offset, size)
+  std::vector<std::string> variants_;
+};
+
+}  // namespace gradcodec

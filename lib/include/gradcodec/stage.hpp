@@ -1,0 +1,213 @@
+// gradcodec — the stage interface, one small interface per stage kind (DESIGN.md "Pipelines").
+//
+// A pipeline is   transform* [sparsifier | lowrank] [quantizer] [index coder] lossless*
+// Encoding runs the stages left to right over a Payload; decoding runs them right to left:
+//   lossless⁻¹ → index decode → quantizer decode → sparsifier/lowrank decode → transforms⁻¹.
+// A stage's output is a set of named streams (`index`, `value`, `scale`, `side`, ...).
+// Stateful stages keep per-tensor state in the StageState slot the codec hands them; the decoder
+// rebuilds the same state from what it decodes (the encoder runs a mirror decoder for that).
+#pragma once
+
+#include <gradcodec/bytes.hpp>
+#include <gradcodec/rng.hpp>
+#include <gradcodec/tensor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace gradcodec {
+
+enum class StageKind : uint8_t { Transform, Sparsifier, LowRank, Quantizer, IndexCoder, Lossless };
+const char* stage_kind_name(StageKind k) noexcept;
+
+// Stream names used across stages; the bench breakdown groups bits by them.
+inline constexpr const char* kIndexStream = "index";
+inline constexpr const char* kValueStream = "value";
+inline constexpr const char* kScaleStream = "scale";
+inline constexpr const char* kSideStream = "side";
+
+struct Stream {
+  std::string name;
+  std::vector<uint8_t> bytes;
+  uint8_t width = 1;  // element width in bytes (a hint for `shuffle`); 1 for bit streams
+};
+
+// The streams of one tensor record, in the order stages produced them.
+class Streams {
+ public:
+  Stream& add(std::string name, uint8_t width = 1);  // throws Internal on a duplicate name
+  Stream* find(const std::string& name) noexcept;
+  const Stream* find(const std::string& name) const noexcept;
+  // The stream's bytes; throws Corrupt naming the stream when it is missing.
+  std::span<const uint8_t> get(const std::string& name) const;
+  std::vector<Stream>& all() noexcept { return list_; }
+  const std::vector<Stream>& all() const noexcept { return list_; }
+  uint64_t total_bytes() const noexcept;
+
+ private:
+  std::vector<Stream> list_;
+};
+
+// What flows between the stages of one tensor.
+//
+// `values` holds the working values in f32: all n elements while dense, the kept ones once
+// sparse (index.size()·block of them, block-major), or the factors of a low-rank stage.
+// While `exact` is true the values are, bit for bit, elements of `source` (at `index` when
+// sparse), so the `raw` value codec can store the source's own bytes (f16/bf16/f64 kept exact).
+// `values` may be left empty while exact and dense: call dense_f32() to materialise it.
+struct Payload {
+  const Tensor* source = nullptr;  // the input tensor (encode); null on decode
+  const TensorInfo* info = nullptr;
+  uint64_t n = 0;  // elements of the tensor
+
+  std::vector<float> values;
+  bool exact = true;
+
+  bool sparse = false;
+  uint64_t universe = 0;          // positions are in [0, universe): elements, or blocks
+  uint32_t block = 1;             // elements per position (block sparsifiers)
+  std::vector<uint64_t> index;    // ascending unless value_order
+  bool value_order = false;       // index follows value order (curvefit) — not sorted
+  bool index_implicit = false;    // the decoder regenerates the index (randk shared seed)
+
+  bool lowrank = false;           // values are factors; no index
+
+  // Decode side: values stored exactly in this dtype (raw codec), scattered as bytes.
+  std::vector<uint8_t> exact_bytes;
+  DType exact_dtype = DType::F32;
+
+  // Materialises `values` (all n elements, f32) from `source` when empty; returns it.
+  std::vector<float>& dense_f32();
+  // Number of values a quantizer codes: n when dense, index.size()·block when sparse.
+  uint64_t value_count() const noexcept {
+    return sparse ? static_cast<uint64_t>(index.size()) * block : (lowrank ? values.size() : n);
+  }
+};
+
+// Opaque per-tensor, per-stage state kept across the frames of a sequence.
+struct StageState {
+  virtual ~StageState() = default;
+};
+
+// Everything a stage may know about the tensor it works on.
+struct StageContext {
+  uint64_t seed = 0;
+  uint32_t frame = 0;
+  uint32_t tensor = 0;  // index of the tensor in its snapshot
+  bool keyframe = true; // no earlier frame may be used
+  const TensorInfo* info = nullptr;
+  // Encoder-private state of this stage for this tensor (ef's memory); null when decoding.
+  std::unique_ptr<StageState>* state = nullptr;
+  // State both sides keep identically (delta's previous frame, PowerSGD's Q): read it when
+  // encoding, update it only when decoding — the encoder's mirror decoder updates its copy.
+  std::unique_ptr<StageState>* shared = nullptr;
+  uint32_t stage_pos = 0;  // position of the stage in its pipeline
+
+  // A generator unique to (seed, frame, tensor, purpose, stage position).
+  Rng rng(RngPurpose p) const noexcept {
+    return Rng(seed ^ (static_cast<uint64_t>(stage_pos) << 56), frame, tensor, p);
+  }
+  template <class S>
+  S& state_as() const { return slot_as<S>(state); }
+  template <class S>
+  S& shared_as() const { return slot_as<S>(shared); }
+  template <class S>
+  static S& slot_as(std::unique_ptr<StageState>* slot) {
+    if (!slot) throw Error(ErrorCode::Internal, "stage asked for state it has no slot for");
+    if (!*slot) *slot = std::make_unique<S>();
+    return static_cast<S&>(**slot);
+  }
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  virtual StageKind kind() const noexcept = 0;
+  // True when the stage keeps state across frames (the codec then mirrors decoding).
+  virtual bool stateful() const noexcept { return false; }
+  // True when the stage draws random numbers (bench reports bias over seeds for such pipelines).
+  virtual bool stochastic() const noexcept { return false; }
+};
+
+// dense → dense, before selection; may be stateful (ef, delta).
+class Transform : public Stage {
+ public:
+  StageKind kind() const noexcept override { return StageKind::Transform; }
+  // Modifies p.values (dense) in place before the rest of the pipeline runs.
+  virtual void encode(Payload& p, const StageContext& ctx) = 0;
+  // Called after the record was made, with the dense f32 values the rest of the pipeline
+  // reconstructs from it (what the decoder gets before this transform's inverse); lets the
+  // encoder update its memory (ef: m ← g − decoded).
+  virtual void after_encode(std::span<const float> input, std::span<const float> reconstructed,
+                            const StageContext& ctx) {
+    (void)input, (void)reconstructed, (void)ctx;
+  }
+  // Inverse on the decode side (delta adds the previous frame); runs on both the decoder and the
+  // encoder's mirror decoder. `dense` holds the tensor's n values.
+  virtual void decode(std::vector<float>& dense, const StageContext& ctx) { (void)dense, (void)ctx; }
+  // Decode side, when the record was stored raw: `output` is the tensor as decoded.
+  virtual void on_raw(std::span<const float> output, const StageContext& ctx) { (void)output, (void)ctx; }
+};
+
+// dense → kept positions + values (sparsifier), or dense → factors (lowrank). Side streams
+// (scales, attached entries) go into `out`.
+class Reducer : public Stage {
+ public:
+  virtual void encode(Payload& p, Streams& out, const StageContext& ctx) = 0;
+  // Before the index is decoded: fill p.index when it is implicit (randk), and set universe/block.
+  virtual void prepare_decode(Payload& p, const Streams& in, const StageContext& ctx) = 0;
+  // After index and values are decoded: produce the dense f32 values in p.values (n elements),
+  // or leave p.exact_bytes scattered (the default scatter handles both).
+  virtual void decode(Payload& p, const Streams& in, const StageContext& ctx) = 0;
+  // Whether an index coder must follow (false for implicit indices and low-rank factors).
+  virtual bool needs_index_coder() const noexcept { return true; }
+  // Whether the kept values are the input's own elements (selection) rather than computed ones.
+  virtual bool values_exact() const noexcept { return true; }
+};
+
+// Scatters a decoded sparse payload (p.values or p.exact_bytes at p.index, p.block elements per
+// position) into a dense one of p.n elements, zeros elsewhere. Checks every position (Corrupt).
+void scatter_to_dense(Payload& p);
+
+// values → value streams (and scale/side streams). May drop positions (sbc).
+class Quantizer : public Stage {
+ public:
+  StageKind kind() const noexcept override { return StageKind::Quantizer; }
+  virtual void encode(Payload& p, Streams& out, const StageContext& ctx) = 0;
+  // Decodes p.value_count() values into p.values (or p.exact_bytes for exact codecs).
+  virtual void decode(Payload& p, const Streams& in, const StageContext& ctx) = 0;
+};
+
+// positions → the `index` stream.
+class IndexCoder : public Stage {
+ public:
+  StageKind kind() const noexcept override { return StageKind::IndexCoder; }
+  // Codes p.index (positions in [0, p.universe)); must store its own count.
+  virtual void encode(const Payload& p, Streams& out, const StageContext& ctx) = 0;
+  // Fills p.index from the stream; p.universe is set.
+  virtual void decode(Payload& p, const Streams& in, const StageContext& ctx) = 0;
+  // Whether the coder keeps an unsorted (value-order) index as given.
+  virtual bool keeps_order() const noexcept { return false; }
+};
+
+// bytes → bytes on one or all streams. The output must let decode() bound its output size:
+// `max_out` is the largest size the codec may produce (decompression-bomb guard).
+class Lossless : public Stage {
+ public:
+  StageKind kind() const noexcept override { return StageKind::Lossless; }
+  virtual std::vector<uint8_t> encode(std::span<const uint8_t> in, uint8_t width) const = 0;
+  virtual std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const = 0;
+  // "" = every stream; else only the named one.
+  std::string only_stream;
+};
+
+}  // namespace gradcodec
+
+namespace gradcodec {
+// Element conversions between a floating dtype's little-endian bytes and f32.
+void to_f32(DType dt, const uint8_t* src, uint64_t n, float* dst);
+void from_f32(const float* src, uint64_t n, DType dt, uint8_t* dst);
+}  // namespace gradcodec

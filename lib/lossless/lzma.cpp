@@ -1,0 +1,67 @@
+#include "lossless/lzma.hpp"
+
+#include <lzma.h>
+
+namespace gradcodec::stages {
+
+namespace {
+
+lzma_options_lzma options_for(uint32_t preset, bool for_decode) {
+  lzma_options_lzma opt{};
+  if (lzma_lzma_preset(&opt, preset))
+    fail(for_decode ? ErrorCode::Corrupt : ErrorCode::Usage, "lzma: bad preset " + std::to_string(preset));
+  return opt;
+}
+
+class Lzma final : public Lossless {
+ public:
+  explicit Lzma(uint32_t preset) : preset_(preset) {}
+  std::vector<uint8_t> encode(std::span<const uint8_t> in, uint8_t) const override {
+    std::vector<uint8_t> out;
+    ByteWriter w(out);
+    w.u8(static_cast<uint8_t>(preset_));
+    w.varint(in.size());
+    lzma_options_lzma opt = options_for(preset_, false);
+    lzma_filter filters[2] = {{LZMA_FILTER_LZMA2, &opt}, {LZMA_VLI_UNKNOWN, nullptr}};
+    size_t head = out.size();
+    size_t bound = in.size() + in.size() / 2 + 1024;
+    out.resize(head + bound);
+    size_t pos = head;
+    lzma_ret r = lzma_raw_buffer_encode(filters, nullptr, in.data(), in.size(), out.data(), &pos, out.size());
+    if (r != LZMA_OK) fail(ErrorCode::Internal, "lzma: encoder failed (" + std::to_string(r) + ")");
+    out.resize(pos);
+    return out;
+  }
+  std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const override {
+    ByteReader r(in, "lzma stream");
+    uint8_t preset = r.u8();
+    if (preset > 9) fail(ErrorCode::Corrupt, "lzma: bad preset byte " + std::to_string(preset));
+    uint64_t size = r.varint();
+    if (size > max_out)
+      fail(ErrorCode::Corrupt, "lzma: stream claims " + std::to_string(size) +
+                                   " bytes, more than the tensor allows (" + std::to_string(max_out) + ")");
+    lzma_options_lzma opt = options_for(preset, true);
+    lzma_filter filters[2] = {{LZMA_FILTER_LZMA2, &opt}, {LZMA_VLI_UNKNOWN, nullptr}};
+    auto body = r.bytes(r.remaining());
+    std::vector<uint8_t> out(size);
+    size_t in_pos = 0, out_pos = 0;
+    lzma_ret ret = lzma_raw_buffer_decode(filters, nullptr, body.data(), &in_pos, body.size(), out.data(),
+                                          &out_pos, out.size());
+    if ((ret != LZMA_OK && ret != LZMA_STREAM_END) || out_pos != size || in_pos != body.size())
+      fail(ErrorCode::Corrupt, "lzma: corrupt stream");
+    return out;
+  }
+
+ private:
+  uint32_t preset_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_lzma(const Params& p, uint32_t) {
+  auto s = std::make_unique<Lzma>(static_cast<uint32_t>(p.integer("preset")));
+  s->only_stream = p.text("stream") == "all" ? "" : p.text("stream");
+  return s;
+}
+
+}  // namespace gradcodec::stages

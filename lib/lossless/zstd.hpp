@@ -1,0 +1,7 @@
+// zstd(level) — Zstandard on a stream (RFC 8878). Wire: one zstd frame with its content size.
+#pragma once
+#include <gradcodec/registry.hpp>
+
+namespace gradcodec::stages {
+std::unique_ptr<Stage> make_zstd(const Params& p, uint32_t version);
+}

@@ -1,0 +1,9 @@
+// fp16 / bf16 — cast each value to IEEE binary16 or bfloat16, rounding to nearest even
+// (ALGORITHMS.md "fp16 / bf16"). Wire: stream `value` = count × 2 bytes, little-endian.
+#pragma once
+#include <gradcodec/registry.hpp>
+
+namespace gradcodec::stages {
+std::unique_ptr<Stage> make_fp16(const Params& p, uint32_t version);
+std::unique_ptr<Stage> make_bf16(const Params& p, uint32_t version);
+}

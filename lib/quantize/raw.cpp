@@ -1,0 +1,58 @@
+#include "quantize/raw.hpp"
+
+#include <cstring>
+
+namespace gradcodec::stages {
+
+namespace {
+
+class Raw final : public Quantizer {
+ public:
+  void encode(Payload& p, Streams& out, const StageContext&) override {
+    if (p.exact && p.source) {
+      const size_t es = dtype_size(p.source->dtype());
+      Stream& s = out.add(kValueStream, static_cast<uint8_t>(es));
+      const uint8_t* src = p.source->data.data();
+      if (!p.sparse) {
+        s.bytes.assign(src, src + p.n * es);
+        return;
+      }
+      s.bytes.resize(p.index.size() * p.block * es);
+      uint8_t* dst = s.bytes.data();
+      const size_t run = static_cast<size_t>(p.block) * es;
+      for (uint64_t pos : p.index) {
+        std::memcpy(dst, src + pos * run, run);
+        dst += run;
+      }
+      return;
+    }
+    Stream& s = out.add(kValueStream, 4);
+    s.bytes.resize(p.values.size() * 4);
+    std::memcpy(s.bytes.data(), p.values.data(), s.bytes.size());
+  }
+
+  void decode(Payload& p, const Streams& in, const StageContext&) override {
+    auto bytes = in.get(kValueStream);
+    const uint64_t count = p.value_count();
+    if (p.exact) {
+      const size_t es = dtype_size(p.info->dtype);
+      if (bytes.size() != count * es)
+        fail(ErrorCode::Corrupt, "raw: value stream holds " + std::to_string(bytes.size()) +
+                                     " bytes, expected " + std::to_string(count * es));
+      p.exact_bytes.assign(bytes.begin(), bytes.end());
+      p.exact_dtype = p.info->dtype;
+      return;
+    }
+    if (bytes.size() != count * 4)
+      fail(ErrorCode::Corrupt, "raw: value stream holds " + std::to_string(bytes.size()) +
+                                   " bytes, expected " + std::to_string(count * 4));
+    p.values.resize(count);
+    std::memcpy(p.values.data(), bytes.data(), bytes.size());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_raw(const Params&, uint32_t) { return std::make_unique<Raw>(); }
+
+}  // namespace gradcodec::stages
