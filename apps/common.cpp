@@ -82,6 +82,7 @@ FrameSource frame_source(OpenInput& in) {
   s.count = in.selected.size();
   s.source = in.path;
   s.load = [&in](size_t k) { return in.reader->read(in.selected[k]); };
+  s.info = [&in](size_t k) { return in.reader->arrays()[in.selected[k]]; };
   return s;
 }
 

@@ -45,6 +45,13 @@ PipelineStages::PipelineStages(const Pipeline& p) : pipeline_(p) {
 PipelineStages::~PipelineStages() = default;
 PipelineStages::PipelineStages(PipelineStages&&) noexcept = default;
 
+std::shared_ptr<const StageState> PipelineStages::plan_frame(const FrameView& frame, const StageContext& base) const {
+  if (reducer_ < 0) return nullptr;
+  StageContext c = base;
+  c.stage_pos = static_cast<uint32_t>(reducer_);
+  return static_cast<Reducer*>(stages_[reducer_].get())->plan_frame(frame, c);
+}
+
 StageContext PipelineStages::stage_ctx(const StageContext& base, size_t pos,
                                        std::vector<std::unique_ptr<StageState>>& slots) const {
   StageContext c = base;
@@ -207,6 +214,16 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   std::set<std::string> seen;
   const unsigned threads = std::max(1u, im.opt.threads);
 
+  StageContext plan_ctx;
+  plan_ctx.seed = im.opt.seed;
+  plan_ctx.frame = frame;
+  plan_ctx.keyframe = keyframe;
+  FrameView view;
+  view.count = src.count;
+  view.info = src.info;
+  view.load = src.load;
+  std::shared_ptr<const StageState> plan = im.stages.plan_frame(view, plan_ctx);
+
   auto run = [&](Job& job, uint32_t index) {
     try {
       const Tensor& t = job.tensor;
@@ -223,6 +240,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       ctx.tensor = index;
       ctx.keyframe = keyframe;
       ctx.info = &t.info;
+      ctx.frame_plan = plan.get();
       auto enc = im.stages.encode(t, ctx, st);
       if (enc.streams.total_bytes() >= t.data.size()) {
         job.storage = Storage::Raw;

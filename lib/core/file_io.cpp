@@ -125,6 +125,15 @@ std::shared_ptr<const InputFile> InputFile::open(const std::string& path) {
   return f;
 }
 
+std::shared_ptr<const InputFile> InputFile::from_bytes(std::vector<uint8_t> bytes, const std::string& name) {
+  std::shared_ptr<InputFile> f(new InputFile());
+  f->path_ = name;
+  f->owned_ = std::move(bytes);
+  f->data_ = f->owned_.data();
+  f->size_ = f->owned_.size();
+  return f;
+}
+
 InputFile::~InputFile() {
   if (map_) ::munmap(map_, size_);
 }

@@ -2,11 +2,17 @@
 // kind's folder + one row here + its tests + its section in docs/stages.md.
 #include <gradcodec/registry.hpp>
 
+// transforms
+// sparsifiers
+// low-rank
+// quantizers
+#include "quantize/fp16.hpp"
+#include "quantize/raw.hpp"
+// index coders
+// lossless
 #include "lossless/lzma.hpp"
 #include "lossless/shuffle.hpp"
 #include "lossless/zstd.hpp"
-#include "quantize/fp16.hpp"
-#include "quantize/raw.hpp"
 
 namespace gradcodec {
 
@@ -24,6 +30,9 @@ ParamSpec int_param(const char* name, const char* def, double lo, double hi, con
 
 const std::vector<StageEntry>& build_table() {
   static const std::vector<StageEntry> table = {
+      // ---- transforms ----
+      // ---- sparsifiers ----
+      // ---- low-rank ----
       // ---- quantizers ----
       {"raw", StageKind::Quantizer, 1, {}, {}, make_raw,
        "values as stored: the tensor's own dtype when untouched, else f32 (implied when no quantizer)",
@@ -32,6 +41,7 @@ const std::vector<StageEntry>& build_table() {
        "IEEE 754-2008", "fp16"},
       {"bf16", StageKind::Quantizer, 1, {}, {}, make_bf16, "bfloat16 cast, round to nearest even",
        "Kalamkar et al. 2019", "bf16"},
+      // ---- index coders ----
       // ---- lossless ----
       {"shuffle", StageKind::Lossless, 1, {},
        {int_param("width", "0", 0, 16, "element width in bytes; 0 = the stream's own"), stream_param()},

@@ -43,12 +43,13 @@ class Lzma final : public Lossless {
     lzma_options_lzma opt = options_for(preset, true);
     lzma_filter filters[2] = {{LZMA_FILTER_LZMA2, &opt}, {LZMA_VLI_UNKNOWN, nullptr}};
     auto body = r.bytes(r.remaining());
-    std::vector<uint8_t> out(size);
+    std::vector<uint8_t> out(size + 1);  // +1: liblzma wants room even for empty output
     size_t in_pos = 0, out_pos = 0;
     lzma_ret ret = lzma_raw_buffer_decode(filters, nullptr, body.data(), &in_pos, body.size(), out.data(),
-                                          &out_pos, out.size());
+                                          &out_pos, size == 0 ? 1 : size);
     if ((ret != LZMA_OK && ret != LZMA_STREAM_END) || out_pos != size || in_pos != body.size())
       fail(ErrorCode::Corrupt, "lzma: corrupt stream");
+    out.resize(size);
     return out;
   }
 

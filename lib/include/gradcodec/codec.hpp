@@ -44,6 +44,8 @@ class PipelineStages {
 
   // Encodes one tensor through every stage. `ctx` carries seed/frame/tensor; `st` the state.
   Encoded encode(const Tensor& t, const StageContext& ctx, TensorState& st) const;
+  // Runs the reducer's snapshot-wide pre-pass for a frame (null when it has none).
+  std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const;
   // Decodes streams (after lossless decoding when `lossless_applied`) to the tensor's dtype.
   // `recon` (optional) receives the f32 values the reducer produced, before transforms' inverses.
   Tensor decode(const TensorInfo& info, Streams streams, bool lossless_applied, const StageContext& ctx,
@@ -83,6 +85,7 @@ struct TensorOutcome {
 // required to be thread-safe).
 struct FrameSource {
   size_t count = 0;
+  std::function<TensorInfo(size_t)> info;  // metadata without loading
   std::function<Tensor(size_t)> load;
   std::string source;  // informative
 };

@@ -46,6 +46,8 @@ class AtomicOutput {
 class InputFile : public std::enable_shared_from_this<InputFile> {
  public:
   static std::shared_ptr<const InputFile> open(const std::string& path);
+  // Bytes already in memory, named `name` in error messages (tests, fuzzers, stdin images).
+  static std::shared_ptr<const InputFile> from_bytes(std::vector<uint8_t> bytes, const std::string& name);
   const uint8_t* data() const noexcept { return data_; }
   uint64_t size() const noexcept { return size_; }
   const std::string& path() const noexcept { return path_; }

@@ -13,6 +13,7 @@
 #include <gradcodec/tensor.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -105,6 +106,8 @@ struct StageContext {
   // encoding, update it only when decoding — the encoder's mirror decoder updates its copy.
   std::unique_ptr<StageState>* shared = nullptr;
   uint32_t stage_pos = 0;  // position of the stage in its pipeline
+  // This stage's snapshot-wide plan for the current frame (Reducer::plan_frame), or null.
+  const StageState* frame_plan = nullptr;
 
   // A generator unique to (seed, frame, tensor, purpose, stage position).
   Rng rng(RngPurpose p) const noexcept {
@@ -152,10 +155,25 @@ class Transform : public Stage {
   virtual void on_raw(std::span<const float> output, const StageContext& ctx) { (void)output, (void)ctx; }
 };
 
+// The tensors of one frame, for snapshot-wide pre-passes. load() reads a tensor again (cheap for
+// memory-mapped inputs); the pre-pass must not keep more than it needs.
+struct FrameView {
+  size_t count = 0;
+  std::function<TensorInfo(size_t)> info;
+  std::function<Tensor(size_t)> load;
+};
+
 // dense → kept positions + values (sparsifier), or dense → factors (lowrank). Side streams
 // (scales, attached entries) go into `out`.
 class Reducer : public Stage {
  public:
+  // Snapshot-wide decisions made once per frame before the per-tensor work (a global top-k
+  // threshold, BIRD's attach rule); the result reaches encode() as ctx.frame_plan. `ctx` has the
+  // frame's seed/frame/stage position (tensor = 0). Default: no plan.
+  virtual std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const {
+    (void)frame, (void)ctx;
+    return nullptr;
+  }
   virtual void encode(Payload& p, Streams& out, const StageContext& ctx) = 0;
   // Before the index is decoded: fill p.index when it is implicit (randk), and set universe/block.
   virtual void prepare_decode(Payload& p, const Streams& in, const StageContext& ctx) = 0;

@@ -1,0 +1,185 @@
+// The .gcz container: what is written is read back; every truncation and every single-bit flip
+// of a small container is refused as corrupt (never a crash); one record decodes alone.
+#include <catch2/catch.hpp>
+
+#include "support.hpp"
+
+#include <gradcodec/container.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+using namespace gradcodec;
+using namespace gradcodec::test;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("gradcodec_test_" + name)).string();
+}
+
+std::vector<uint8_t> read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+// Encodes `frames` (each a list of tensors) with a pipeline into a container in memory.
+std::vector<uint8_t> make_container(const std::string& pipeline, const std::vector<std::vector<Tensor>>& frames,
+                                    uint64_t seed = 5, unsigned threads = 1) {
+  std::string path = temp_path("c_" + std::to_string(std::hash<std::string>{}(pipeline)) + "_" +
+                               std::to_string(threads) + ".gcz");
+  std::filesystem::remove(path);
+  EncodeOptions eo;
+  eo.seed = seed;
+  eo.threads = threads;
+  SequenceEncoder enc(Pipeline::parse(pipeline), eo);
+  ContainerWriter w(path, true, enc.header(R"([{"path":"mem","format":"npz"}])"));
+  for (const auto& fr : frames) {
+    FrameSource src;
+    src.count = fr.size();
+    src.info = [&fr](size_t i) { return fr[i].info; };
+    src.load = [&fr](size_t i) { return fr[i]; };
+    src.source = "mem";
+    enc.encode_frame(src, w);
+  }
+  w.finish();
+  auto bytes = read_all(path);
+  std::filesystem::remove(path);
+  return bytes;
+}
+
+// Decodes everything in a container held in memory.
+std::vector<std::vector<Tensor>> decode_all(std::vector<uint8_t> bytes) {
+  ContainerReader r(InputFile::from_bytes(std::move(bytes), "mem.gcz"));
+  SequenceDecoder d(r);
+  std::vector<std::vector<Tensor>> out(r.frame_count());
+  for (size_t f = 0; f < r.frame_count(); ++f) d.decode_frame(f, [&](Tensor&& t) { out[f].push_back(std::move(t)); });
+  return out;
+}
+
+std::vector<std::vector<Tensor>> small_frames() {
+  Tensor other;
+  other.info.name = "step";
+  other.info.dtype = DType::Other;
+  other.info.descr = "<i8";
+  std::vector<uint8_t> eight = {7, 0, 0, 0, 0, 0, 0, 0};
+  other.data = Buffer(eight);
+  return {{make_tensor("a.weight", {4, 8}, gaussian(32, 1)), make_tensor("a.bias", {4}, gaussian(4, 2)), other},
+          {make_tensor("a.weight", {4, 8}, std::vector<float>(32, 0.25f)), make_tensor("a.bias", {4}, gaussian(4, 4))}};
+}
+
+}  // namespace
+
+TEST_CASE("container: header, frames, records and streams read back as written", "[container]") {
+  auto frames = small_frames();
+  auto bytes = make_container("zstd(level=1)", frames, 99);
+  ContainerReader r(InputFile::from_bytes(bytes, "mem.gcz"));
+  CHECK(r.header().seed == 99);
+  CHECK(r.header().tool == tool_version());
+  CHECK(r.header().pipeline_text == "raw | zstd(level=1)");
+  CHECK(Pipeline::from_json(r.header().pipeline_json).text() == "raw | zstd(level=1)");
+  REQUIRE(r.frame_count() == 2);
+  CHECK(r.frame(0).keyframe);
+  CHECK_FALSE(r.frame(1).keyframe);
+  REQUIRE(r.record_count(0) == 3);
+  REQUIRE(r.record_count(1) == 2);
+  RecordMeta w = r.record(0, 0);
+  CHECK(w.info.name == "a.weight");
+  CHECK(w.info.shape == std::vector<uint64_t>{4, 8});
+  CHECK(w.info.dtype == DType::F32);
+  RecordMeta bias = r.record(0, 1);
+  CHECK(bias.storage == Storage::Raw);  // 16 bytes cannot shrink: stored raw, never larger
+  CHECK(bias.stream_bytes() == 16);
+  RecordMeta step = r.record(0, 2);
+  CHECK(step.storage == Storage::PassThrough);
+  CHECK(step.info.descr == "<i8");
+  RecordMeta flat = r.record(1, 0);
+  CHECK(flat.storage == Storage::Pipeline);
+  CHECK(flat.stream_bytes() < 128);  // a constant tensor compresses
+  auto dec = decode_all(bytes);
+  REQUIRE(dec.size() == 2);
+  for (size_t f = 0; f < 2; ++f) {
+    REQUIRE(dec[f].size() == frames[f].size());
+    for (size_t i = 0; i < dec[f].size(); ++i) {
+      CHECK(dec[f][i].info.name == frames[f][i].info.name);
+      CHECK(dec[f][i].info.descr == frames[f][i].info.descr);
+      REQUIRE(dec[f][i].data.size() == frames[f][i].data.size());
+      CHECK(std::memcmp(dec[f][i].data.data(), frames[f][i].data.data(), dec[f][i].data.size()) == 0);
+    }
+  }
+}
+
+TEST_CASE("container: every truncation is refused as corrupt", "[container][corrupt]") {
+  auto bytes = make_container("zstd(level=1)", small_frames());
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    std::vector<uint8_t> t(bytes.begin(), bytes.begin() + cut);
+    try {
+      decode_all(t);
+      FAIL("truncation to " << cut << " bytes was accepted");
+    } catch (const Error& e) {
+      REQUIRE(e.code() == ErrorCode::Corrupt);
+      REQUIRE(std::string(e.what()).find("mem.gcz") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("container: every single-bit flip is refused as corrupt", "[container][corrupt]") {
+  auto bytes = make_container("zstd(level=1)", small_frames());
+  for (size_t pos = 0; pos < bytes.size(); ++pos) {
+    for (int bit = 0; bit < 8; ++bit) {
+      auto t = bytes;
+      t[pos] ^= static_cast<uint8_t>(1u << bit);
+      try {
+        decode_all(t);
+        FAIL("flip of bit " << bit << " of byte " << pos << " was accepted");
+      } catch (const Error& e) {
+        REQUIRE(e.code() == ErrorCode::Corrupt);
+      }
+    }
+  }
+}
+
+TEST_CASE("container: one tensor of one frame decodes without touching the others", "[container]") {
+  auto frames = small_frames();
+  auto bytes = make_container("zstd(level=1)", frames);
+  ContainerReader clean(InputFile::from_bytes(bytes, "mem.gcz"));
+  // Damage the streams of frame 0's weight: frame 1's weight must still decode (stateless).
+  RecordMeta damaged = clean.record(0, 0);
+  auto bad = bytes;
+  bad[damaged.streams[0].offset] ^= 0xff;
+  ContainerReader r(InputFile::from_bytes(bad, "mem.gcz"));
+  SequenceDecoder d(r);
+  Tensor t = d.decode(1, 0);
+  CHECK(d.frames_read() == 1);
+  CHECK(std::memcmp(t.data.data(), frames[1][0].data.data(), t.data.size()) == 0);
+  CHECK_THROWS_AS(d.decode(0, 0), Error);
+}
+
+TEST_CASE("container: same input, pipeline and seed give the same bytes for 1 and 2 threads", "[container]") {
+  std::vector<std::vector<Tensor>> frames(1);
+  for (int i = 0; i < 9; ++i) frames[0].push_back(make_tensor("t" + std::to_string(i), {50, 40}, gaussian(2000, i)));
+  auto one = make_container("fp16 | zstd", frames, 3, 1);
+  auto two = make_container("fp16 | zstd", frames, 3, 2);
+  auto again = make_container("fp16 | zstd", frames, 3, 2);
+  CHECK(one == two);
+  CHECK(two == again);
+}
+
+TEST_CASE("container writer: nothing is left behind on failure, no overwrite without force", "[container]") {
+  std::string path = temp_path("exists.gcz");
+  { std::ofstream(path) << "keep me"; }
+  SequenceEncoder enc(Pipeline::parse("zstd"), {});
+  CHECK_THROWS_AS(ContainerWriter(path, false, enc.header("[]")), Error);
+  {
+    ContainerWriter w(path, true, enc.header("[]"));
+    w.begin_frame({0, true, "x"});
+    // abandoned without finish(): the existing file is untouched and no temporary remains
+  }
+  CHECK(read_all(path) == std::vector<uint8_t>{'k', 'e', 'e', 'p', ' ', 'm', 'e'});
+  size_t temps = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+    temps += e.path().filename().string().rfind(".gradcodec_test_exists.gcz.tmp", 0) == 0;
+  CHECK(temps == 0);
+  std::filesystem::remove(path);
+}

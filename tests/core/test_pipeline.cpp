@@ -1,0 +1,135 @@
+// The pipeline grammar: canonical text and JSON, presets, and every class of refusal.
+#include <catch2/catch.hpp>
+
+#include <gradcodec/pipeline.hpp>
+
+using namespace gradcodec;
+
+namespace {
+// The Usage error message a pipeline text produces.
+std::string refusal(const std::string& text) {
+  try {
+    Pipeline::parse(text);
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Usage);
+    return e.what();
+  }
+  FAIL("pipeline '" << text << "' was accepted");
+  return "";
+}
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("canonical text fills implied stages and leaves defaults out", "[pipeline]") {
+  CHECK(Pipeline::parse("zstd").text() == "raw | zstd");
+  CHECK(Pipeline::parse("  fp16|zstd( level = 3 )").text() == "fp16 | zstd");
+  CHECK(Pipeline::parse("fp16 | zstd(level=5, stream=value)").text() == "fp16 | zstd(level=5, stream=value)");
+  CHECK(Pipeline::parse("shuffle(width=4) | lzma(preset=9)").text() == "raw | shuffle(width=4) | lzma(preset=9)");
+}
+
+TEST_CASE("text -> JSON -> text is the identity for every preset and stage example", "[pipeline]") {
+  std::vector<std::string> texts;
+  for (const auto& p : preset_table()) texts.push_back(p.pipeline);
+  for (const auto& e : stage_table()) texts.push_back(e.example);
+  for (const auto& t : texts) {
+    INFO(t);
+    Pipeline p = Pipeline::parse(t);
+    std::string canon = p.text();
+    Pipeline q = Pipeline::from_json(p.json());
+    CHECK(q.text() == canon);
+    CHECK(q == p);
+    CHECK(q.json() == p.json());
+    CHECK(Pipeline::parse(canon).json() == p.json());
+  }
+}
+
+TEST_CASE("JSON names every parameter with its version", "[pipeline]") {
+  std::string j = Pipeline::parse("zstd").json();
+  CHECK(j == R"([{"stage":"raw","version":1,"params":{}},{"stage":"zstd","version":1,"params":{"level":3,"stream":"all"}}])");
+}
+
+TEST_CASE("numbers accept exponents and percent", "[pipeline]") {
+  CHECK(Pipeline::parse("zstd(level=1e1)").text() == "raw | zstd(level=10)");
+  CHECK(Pipeline::parse("lzma(preset=500%)").text() == "raw | lzma(preset=5)");
+}
+
+TEST_CASE("refusals name the stage and what would fit", "[pipeline]") {
+  SECTION("unknown stage lists the stages") {
+    std::string m = refusal("zstdd");
+    CHECK(has(m, "unknown stage 'zstdd'"));
+    CHECK(has(m, "zstd"));
+    CHECK(has(m, "lzma"));
+  }
+  SECTION("a preset name used as a stage points to --preset") {
+    CHECK(has(refusal("lossless"), "--preset lossless"));
+  }
+  SECTION("unknown parameter lists the stage's parameters") {
+    std::string m = refusal("zstd(levl=3)");
+    CHECK(has(m, "zstd: unknown parameter 'levl'"));
+    CHECK(has(m, "level"));
+    CHECK(has(m, "stream"));
+  }
+  SECTION("out of range names the range") {
+    CHECK(has(refusal("zstd(level=99)"), "zstd: level=99 is out of range [-7, 22]"));
+  }
+  SECTION("not a number / not an integer / not a choice") {
+    CHECK(has(refusal("zstd(level=abc)"), "is not a number"));
+    CHECK(has(refusal("zstd(level=2.5)"), "must be an integer"));
+    CHECK(has(refusal("zstd(stream=bogus)"), "is not one of all|index|value|scale|side"));
+  }
+  SECTION("parameter given twice, missing value, syntax") {
+    CHECK(has(refusal("zstd(level=1, level=2)"), "given twice"));
+    CHECK(has(refusal("zstd(level=)"), "needs a value"));
+    CHECK(has(refusal("zstd(level=1"), "expected ',' or ')'"));
+    CHECK(has(refusal("zstd zstd"), "separated by '|'"));
+    CHECK(has(refusal(""), "empty"));
+    CHECK(has(refusal("fp16 |"), "expected a stage name"));
+  }
+  SECTION("ill-typed chains") {
+    CHECK(has(refusal("fp16 | bf16"), "two quantizers: fp16 and bf16"));
+    CHECK(has(refusal("zstd | fp16"), "fp16 (quantizer) is out of order"));
+  }
+}
+
+TEST_CASE("unknown preset lists the presets", "[pipeline]") {
+  try {
+    Pipeline::preset("nope");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Usage);
+    CHECK(has(e.what(), "lossless"));
+  }
+}
+
+TEST_CASE("a container naming an unknown stage or version is refused as corrupt", "[pipeline]") {
+  auto corrupt = [](const std::string& json) {
+    try {
+      Pipeline::from_json(json);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Corrupt);
+      return std::string(e.what());
+    }
+    FAIL("accepted " << json);
+    return std::string();
+  };
+  CHECK(has(corrupt(R"([{"stage":"warp","version":1,"params":{}}])"), "unknown stage 'warp'"));
+  CHECK(has(corrupt(R"([{"stage":"zstd","version":7,"params":{"level":3,"stream":"all"}}])"),
+            "unknown version 7 of stage 'zstd'"));
+  CHECK(has(corrupt(R"([{"stage":"zstd","version":1,"params":{"level":300,"stream":"all"}}])"), "out of range"));
+  CHECK(has(corrupt("{not json"), "not valid JSON"));
+  CHECK(has(corrupt("[]"), "non-empty array"));
+}
+
+TEST_CASE("every registry row is complete and every preset parses", "[pipeline]") {
+  for (const auto& e : stage_table()) {
+    INFO(e.name);
+    CHECK(std::string(e.summary).size() > 0);
+    CHECK(std::string(e.source).size() > 0);
+    CHECK(find_stage(e.name) == &e);
+    CHECK_NOTHROW(Pipeline::parse(e.example));
+  }
+  for (const auto& p : preset_table()) {
+    INFO(p.name);
+    CHECK_NOTHROW(Pipeline::preset(p.name));
+  }
+}

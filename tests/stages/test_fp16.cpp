@@ -1,0 +1,59 @@
+// fp16 / bf16: round to nearest even, special values, size = 2 bytes per value.
+#include <catch2/catch.hpp>
+
+#include "support.hpp"
+
+#include <gradcodec/half.hpp>
+
+#include <cmath>
+#include <limits>
+
+using namespace gradcodec;
+using namespace gradcodec::test;
+
+TEST_CASE("f16 conversion: exact values, rounding to nearest even, overflow, subnormals", "[fp16]") {
+  CHECK(f32_to_f16(1.0f) == 0x3c00);
+  CHECK(f32_to_f16(-2.0f) == 0xc000);
+  CHECK(f32_to_f16(65504.0f) == 0x7bff);
+  CHECK(f32_to_f16(65520.0f) == 0x7c00);           // rounds up to Inf
+  CHECK(f32_to_f16(1.0f + 0x1p-11f) == 0x3c00);    // tie -> even
+  CHECK(f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3c02); // tie -> even (up)
+  CHECK(f32_to_f16(0x1p-24f) == 0x0001);           // smallest subnormal
+  CHECK(f32_to_f16(0x1p-25f) == 0x0000);           // tie -> even (zero)
+  CHECK(f32_to_f16(-0.0f) == 0x8000);
+  CHECK(f32_to_f16(std::numeric_limits<float>::infinity()) == 0x7c00);
+  CHECK((f32_to_f16(std::nanf("")) & 0x7c00) == 0x7c00);
+  CHECK((f32_to_f16(std::nanf("")) & 0x03ff) != 0);
+  // every f16 bit pattern survives f16 -> f32 -> f16 (NaN payloads included)
+  for (uint32_t h = 0; h < 65536; ++h) REQUIRE(f32_to_f16(f16_to_f32(static_cast<uint16_t>(h))) == h);
+}
+
+TEST_CASE("bf16 conversion rounds to nearest even and keeps NaN", "[fp16]") {
+  CHECK(f32_to_bf16(1.0f) == 0x3f80);
+  CHECK(f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80);      // tie -> even
+  CHECK(f32_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3f82);  // tie -> even (up)
+  uint16_t nan = f32_to_bf16(std::nanf(""));
+  CHECK((nan & 0x7f80) == 0x7f80);
+  CHECK((nan & 0x7f) != 0);
+  for (uint32_t h = 0; h < 65536; ++h) {
+    uint16_t b = static_cast<uint16_t>(h);
+    float f = bf16_to_f32(b);
+    if (std::isnan(f)) REQUIRE(std::isnan(bf16_to_f32(f32_to_bf16(f))));
+    else REQUIRE(f32_to_bf16(f) == b);
+  }
+}
+
+TEST_CASE("fp16 and bf16 stages: 2 bytes per value, relative error within half an ulp", "[fp16]") {
+  auto v = gaussian(10000, 3);
+  Tensor t = make_tensor("w", {100, 100}, v);
+  for (const char* name : {"fp16", "bf16"}) {
+    RoundTrip r = roundtrip(name, t);
+    CHECK(r.streams.get("value").size() == 2 * v.size());
+    auto out = values_of(r.decoded);
+    const double half_ulp = std::string(name) == "fp16" ? 0x1p-11 : 0x1p-8;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (std::fabs(v[i]) < 1e-4) continue;  // f16 subnormal range
+      REQUIRE(std::fabs(out[i] - v[i]) <= half_ulp * std::fabs(v[i]) * 1.0001);
+    }
+  }
+}

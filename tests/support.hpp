@@ -1,0 +1,90 @@
+// Test helpers shared by the unit tests: tensors from values, in-memory pipeline round trips.
+#pragma once
+
+#include <gradcodec/codec.hpp>
+#include <gradcodec/pipeline.hpp>
+#include <gradcodec/rng.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace gradcodec::test {
+
+inline Tensor make_tensor(const std::string& name, std::vector<uint64_t> shape, const std::vector<float>& v) {
+  Tensor t;
+  t.info.name = name;
+  t.info.dtype = DType::F32;
+  t.info.shape = std::move(shape);
+  std::vector<uint8_t> bytes(v.size() * 4);
+  if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+  t.data = Buffer(std::move(bytes));
+  return t;
+}
+
+inline std::vector<float> values_of(const Tensor& t) {
+  std::vector<float> v(t.elements());
+  to_f32(t.dtype(), t.data.data(), v.size(), v.data());
+  return v;
+}
+
+// Gaussian values from the project's generator (reproducible anywhere).
+inline std::vector<float> gaussian(size_t n, uint64_t seed, float scale = 1.0f) {
+  Rng r(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(r.normal()) * scale;
+  return v;
+}
+
+// One tensor through a pipeline and back, in memory, as the codec does it (frame 0, keyframe).
+struct RoundTrip {
+  Tensor decoded;
+  Streams streams;        // final streams (after lossless stages)
+  uint64_t stream_bytes;  // their total size
+};
+
+inline RoundTrip roundtrip(const std::string& pipeline_text, const Tensor& t, uint64_t seed = 1,
+                           uint32_t frame = 0, uint32_t tensor_index = 0) {
+  PipelineStages stages(Pipeline::parse(pipeline_text));
+  PipelineStages::TensorState enc_state, dec_state;
+  StageContext ctx;
+  ctx.seed = seed;
+  ctx.frame = frame;
+  ctx.tensor = tensor_index;
+  ctx.keyframe = frame == 0;
+  ctx.info = &t.info;
+  auto enc = stages.encode(t, ctx, enc_state);
+  RoundTrip r;
+  r.streams = enc.streams;
+  r.stream_bytes = enc.streams.total_bytes();
+  r.decoded = stages.decode(t.info, std::move(enc.streams), true, ctx, dec_state);
+  return r;
+}
+
+// Runs a pipeline over a sequence of frames of the same tensor with state, like the codec.
+// Returns the decoded tensor of every frame (decoder side).
+inline std::vector<Tensor> sequence_roundtrip(const std::string& pipeline_text, const std::vector<Tensor>& frames,
+                                              uint64_t seed = 1) {
+  PipelineStages stages(Pipeline::parse(pipeline_text));
+  PipelineStages::TensorState enc_state, dec_state;
+  std::vector<Tensor> out;
+  for (uint32_t f = 0; f < frames.size(); ++f) {
+    const Tensor& t = frames[f];
+    StageContext ctx;
+    ctx.seed = seed;
+    ctx.frame = f;
+    ctx.keyframe = f == 0;
+    ctx.info = &t.info;
+    if (ctx.keyframe) enc_state.dec.clear(), dec_state.dec.clear();
+    auto enc = stages.encode(t, ctx, enc_state);
+    if (stages.stateful()) {
+      std::vector<float> recon;
+      stages.decode(t.info, enc.plain, false, ctx, enc_state, &recon);
+      stages.after_encode(recon, ctx, enc_state);
+    }
+    out.push_back(stages.decode(t.info, std::move(enc.streams), true, ctx, dec_state));
+  }
+  return out;
+}
+
+}  // namespace gradcodec::test
