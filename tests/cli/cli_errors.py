@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""CLI end to end: exit codes (0 ok, 1 usage, 2 input, 3 corrupt container) and one-line errors;
+nothing is lost: no partial outputs, no overwrite without --force, no binary to a terminal."""
+import os
+import pty
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import clitest
+from clitest import EXE, fails, path, run
+
+np.savez(path("ok.npz"), w=np.arange(200, dtype=np.float32).reshape(20, 10))
+
+
+def test_usage_errors_exit_1():
+    fails("encode", path("ok.npz"), code=1, contains="--output")
+    fails("frobnicate", code=1)
+    fails("encode", path("ok.npz"), "-o", path("x.gcz"), "--pipeline", "zstdd", code=1, contains="unknown stage 'zstdd'")
+    fails("encode", path("ok.npz"), "-o", path("x.gcz"), "--preset", "nope", code=1, contains="unknown preset 'nope'")
+    fails("encode", path("ok.npz"), "-o", path("x.gcz"), "--preset", "fp16", "--pipeline", "zstd", code=1)
+    fails("encode", path("ok.npz"), "-o", path("x.gcz"), "--pipeline", "zstd(level=99)", code=1, contains="out of range")
+    fails("encode", path("ok.npz"), "-o", path("x.gcz"), "--include", "(", code=1, contains="--include")
+    fails("list", "nothing", code=1)
+    assert not os.path.exists(path("x.gcz"))
+
+
+def test_input_errors_exit_2():
+    fails("encode", path("missing.npz"), "-o", path("x.gcz"), code=2, contains="missing.npz")
+    with open(path("text.npz"), "w") as f:
+        f.write("not a zip")
+    fails("encode", path("text.npz"), "-o", path("x.gcz"), code=2, contains="text.npz")
+    np.savez(path("ints.npz"), a=np.arange(5))
+    fails("encode", path("ints.npz"), "-o", path("x.gcz"), code=2, contains="no floating-point tensor")
+    fails("encode", path("ok.npz"), "-o", path("x.gcz"), "--include", "^nomatch$", code=2, contains="--include")
+    np.save(path("trunc.npy"), np.ones((100, 100), np.float32))
+    with open(path("trunc.npy"), "r+b") as f:
+        f.truncate(1000)
+    fails("encode", path("trunc.npy"), "-o", path("x.gcz"), code=2, contains="trunc.npy")
+    assert not os.path.exists(path("x.gcz"))
+
+
+def test_corrupt_container_exit_3():
+    fails("decode", path("ok.npz"), "-o", path("y.npz"), code=3, contains="ok.npz")
+    fails("inspect", path("ok.npz"), code=3)
+    run("encode", path("ok.npz"), "-o", path("ok.gcz"), "--quiet")
+    data = open(path("ok.gcz"), "rb").read()
+    with open(path("bad.gcz"), "wb") as f:
+        f.write(data[:-1])
+    fails("decode", path("bad.gcz"), "-o", path("y.npz"), code=3, contains=["bad.gcz", "trailer"])
+    assert not os.path.exists(path("y.npz"))
+
+
+def test_no_overwrite_without_force():
+    run("encode", path("ok.npz"), "-o", path("exists.gcz"), "--quiet")
+    before = open(path("exists.gcz"), "rb").read()
+    fails("encode", path("ok.npz"), "-o", path("exists.gcz"), "--preset", "fp16", code=1, contains="--force")
+    assert open(path("exists.gcz"), "rb").read() == before
+    with open(path("exists.npz"), "wb") as f:
+        f.write(b"precious")
+    fails("decode", path("exists.gcz"), "-o", path("exists.npz"), code=1, contains="--force")
+    assert open(path("exists.npz"), "rb").read() == b"precious"
+    run("decode", path("exists.gcz"), "-o", path("exists.npz"), "--force")
+    assert np.load(path("exists.npz"))["w"].shape == (20, 10)
+
+
+def test_failure_midway_leaves_no_partial_file():
+    # The second member's deflate data is damaged: found only when that tensor is read.
+    np.savez_compressed(path("dmg.npz"), a=np.ones(5000, np.float32), b=np.random.default_rng(1).standard_normal(5000).astype(np.float32))
+    raw = bytearray(open(path("dmg.npz"), "rb").read())
+    with zipfile.ZipFile(path("dmg.npz")) as z:
+        info = z.getinfo("b.npy")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra) + 200
+    for i in range(start, start + 64):
+        raw[i] ^= 0x5A
+    open(path("dmg.npz"), "wb").write(bytes(raw))
+    fails("encode", path("dmg.npz"), "-o", path("dmg.gcz"), code=2, contains="dmg.npz")
+    assert not os.path.exists(path("dmg.gcz"))
+    assert not [f for f in os.listdir(clitest.WORK) if ".tmp-" in f], os.listdir(clitest.WORK)
+
+
+def test_binary_output_to_terminal_refused():
+    run("encode", path("ok.npz"), "-o", path("t.gcz"), "--quiet")
+    for args in (["encode", path("ok.npz"), "-o", "-"], ["decode", path("t.gcz"), "-o", "-"]):
+        master, slave = pty.openpty()
+        p = subprocess.run([EXE, *args], stdout=slave, stderr=subprocess.PIPE, timeout=60)
+        os.close(slave)
+        os.close(master)
+        assert p.returncode == 1, p.returncode
+        assert b"terminal" in p.stderr
+
+
+def test_help_and_list():
+    out, _ = run("--help")
+    assert b"encode" in out and b"decode" in out and b"inspect" in out
+    out, _ = run("list", "presets")
+    assert b"lossless" in out and b"fp16" in out
+    out, _ = run("list", "stages")
+    assert b"zstd" in out and b"source:" in out
+
+
+def test_unknown_tensor_and_frame():
+    run("encode", path("ok.npz"), "-o", path("u.gcz"), "--quiet")
+    fails("decode", path("u.gcz"), "--tensor", "nope", "-o", path("u.npy"), code=1, contains=["nope", "w"])
+    fails("decode", path("u.gcz"), "--frame", "3", "-o", path("u.npz"), code=1, contains="frame 3")
+
+
+clitest.run_all(globals())

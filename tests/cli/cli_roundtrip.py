@@ -1,0 +1,193 @@
+#!/usr/bin/python3
+"""CLI end to end: encode real files written by numpy / h5py, decode them to every output format,
+and check with numpy / h5py / a strict safetensors reader that names, shapes, dtypes and every
+bit of the values come back (lossless preset)."""
+import json
+import os
+import sys
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import clitest
+from clitest import fails, path, run
+
+rng = np.random.default_rng(7)
+
+
+def specials(dtype, shape):
+    a = rng.standard_normal(shape).astype(dtype)
+    flat = a.reshape(-1)
+    if flat.size >= 4:
+        flat[0], flat[1], flat[2], flat[3] = np.nan, np.inf, -np.inf, -0.0
+    return a
+
+
+ARRAYS = {
+    "layer1.conv.weight": specials(np.float32, (8, 3, 3, 3)),
+    "layer1.conv.bias": specials(np.float32, (8,)),
+    "fc.weight": specials(np.float64, (10, 20)),
+    "half.w": specials(np.float16, (33, 7)),
+    "scalar": np.array(1.25, dtype=np.float32),
+    "empty": np.zeros((0, 4), dtype=np.float32),
+}
+
+
+def same_bits(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def load_any(p):
+    """Loads an output of gradcodec decode into {name: array}."""
+    if p.endswith(".npz"):
+        with np.load(p, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    if p.endswith(".h5"):
+        out = {}
+        with h5py.File(p, "r") as f:
+            f.visititems(lambda n, o: out.__setitem__(n.replace("/", "."), o[()]) if isinstance(o, h5py.Dataset) else None)
+        return {k: np.asarray(v) for k, v in out.items()}
+    if p.endswith(".safetensors"):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+        import safetensors_check  # the strict reader of tests/fixtures (validates the whole file)
+        with open(p, "rb") as f:
+            _, _, _, tensors = safetensors_check.parse(f.read())
+        return {t["name"]: safetensors_check.decode(t) for t in tensors}
+    if p.endswith("/"):
+        return {f[:-4]: np.load(os.path.join(p, f), allow_pickle=False) for f in os.listdir(p) if f.endswith(".npy")}
+    raise ValueError(p)
+
+
+def check_roundtrip(src_name, arrays, out_ext, preset="lossless"):
+    gcz = path(src_name + "." + preset + ".gcz")
+    run("encode", path(src_name), "-o", gcz, "--preset", preset, "--force", "--quiet")
+    out = path(src_name + ".out" + out_ext)
+    run("decode", gcz, "-o", out, "--force")
+    got = load_any(out)
+    assert set(got) == set(arrays), f"{out}: names {sorted(got)} != {sorted(arrays)}"
+    for k, v in arrays.items():
+        assert same_bits(v, got[k]), f"{out}: {k} differs ({v.dtype}{v.shape} vs {got[k].dtype}{got[k].shape})"
+
+
+def test_npz_to_every_format():
+    np.savez(path("a.npz"), **ARRAYS)
+    for ext in (".npz", ".h5", ".safetensors", "/"):
+        check_roundtrip("a.npz", ARRAYS, ext)
+
+
+def test_compressed_npz_and_fortran_and_bigendian():
+    arrays = {"f": np.asfortranarray(rng.standard_normal((5, 6)).astype(np.float32)),
+              "be": rng.standard_normal((4, 4)).astype(">f4")}
+    np.savez_compressed(path("c.npz"), **arrays)
+    run("encode", path("c.npz"), "-o", path("c.gcz"), "--force", "--quiet")
+    run("decode", path("c.gcz"), "-o", path("c.out.npz"), "--force")
+    got = load_any(path("c.out.npz"))
+    assert np.array_equal(got["f"], arrays["f"]) and got["f"].shape == (5, 6)
+    assert got["be"].dtype == np.dtype(">f4"), got["be"].dtype   # byte order restored
+    assert got["be"].tobytes() == arrays["be"].tobytes()
+
+
+def test_hdf5_nested_groups_roundtrip():
+    with h5py.File(path("h.h5"), "w") as f:
+        f.create_dataset("model/layer1/weight", data=ARRAYS["layer1.conv.weight"], chunks=(2, 3, 3, 3),
+                         compression="gzip", shuffle=True, fletcher32=True)
+        f.create_dataset("model/layer1/bias", data=ARRAYS["layer1.conv.bias"])
+        f.create_dataset("half", data=ARRAYS["half.w"])
+        f.attrs["step"] = 3
+    run("encode", path("h.h5"), "-o", path("h.gcz"), "--force", "--quiet")
+    run("decode", path("h.gcz"), "-o", path("h.out.h5"), "--force")
+    got = load_any(path("h.out.h5"))
+    assert same_bits(got["model.layer1.weight"], ARRAYS["layer1.conv.weight"])
+    assert same_bits(got["model.layer1.bias"], ARRAYS["layer1.conv.bias"])
+    assert same_bits(got["half"], ARRAYS["half.w"])
+
+
+def test_single_npy_and_directory():
+    np.save(path("g.npy"), ARRAYS["fc.weight"])
+    run("encode", path("g.npy"), "-o", path("g.gcz"), "--force", "--quiet")
+    run("decode", path("g.gcz"), "-o", path("g.out.npy"), "--force")
+    assert same_bits(np.load(path("g.out.npy")), ARRAYS["fc.weight"])
+    os.makedirs(path("dir"), exist_ok=True)
+    for k in ("fc.weight", "half.w"):
+        np.save(path("dir", k + ".npy"), ARRAYS[k])
+    run("encode", path("dir"), "-o", path("dir.gcz"), "--force", "--quiet")
+    out = json.loads(run("inspect", path("dir.gcz"), "--json")[0])
+    assert [t["name"] for t in out["frames"][0]["tensors"]] == ["fc.weight", "half.w"]
+
+
+def test_stdin_stdout():
+    np.savez(path("s.npz"), w=ARRAYS["fc.weight"])
+    with open(path("s.npz"), "rb") as f:
+        gcz, _ = run("encode", "-", "-o", "-", "--quiet", stdin=f.read())
+    decoded, _ = run("decode", "-", "-o", "-", stdin=gcz)
+    with open(path("s.out.npz"), "wb") as f:
+        f.write(decoded)
+    assert same_bits(load_any(path("s.out.npz"))["w"], ARRAYS["fc.weight"])
+
+
+def test_sequence_frames_and_single_tensor():
+    for i in range(3):
+        np.savez(path(f"step{i}.npz"), w=rng.standard_normal((50, 20)).astype(np.float32),
+                 b=rng.standard_normal(20).astype(np.float32))
+    run("encode", *[path(f"step{i}.npz") for i in range(3)], "-o", path("seq.gcz"), "--force", "--quiet")
+    info = json.loads(run("inspect", path("seq.gcz"), "--json")[0])
+    assert info["totals"]["frames"] == 3
+    run("decode", path("seq.gcz"), "--frame", "2", "--tensor", "w", "-o", path("w2.npy"), "--force")
+    with np.load(path("step2.npz")) as z:
+        assert same_bits(np.load(path("w2.npy")), z["w"])
+    run("decode", path("seq.gcz"), "-o", path("seq.npz"), "--force")
+    for i in range(3):
+        with np.load(path(f"step{i}.npz")) as a, np.load(path(f"seq.frame{i:03d}.npz")) as b:
+            assert same_bits(a["w"], b["w"]) and same_bits(a["b"], b["b"])
+
+
+def test_non_float_skip_pass_through_strict():
+    np.savez(path("m.npz"), w=ARRAYS["fc.weight"], step=np.int64(12), mask=np.array([True, False]),
+             c=np.array([1 + 2j], np.complex64))
+    _, err = run("encode", path("m.npz"), "-o", path("m.gcz"), "--force")
+    for name, dt in (("step", "<i8"), ("mask", "|b1"), ("c", "<c8")):
+        assert f"skipping tensor '{name}' (dtype {dt}" in err, err
+    info = json.loads(run("inspect", path("m.gcz"), "--json")[0])
+    assert [t["name"] for t in info["frames"][0]["tensors"]] == ["w"]
+    run("encode", path("m.npz"), "-o", path("mp.gcz"), "--force", "--pass-through", "--quiet")
+    run("decode", path("mp.gcz"), "-o", path("mp.npz"), "--force")
+    with np.load(path("mp.npz")) as z, np.load(path("m.npz")) as src:
+        for k in src.files:
+            assert same_bits(z[k], src[k]), k
+    fails("encode", path("m.npz"), "-o", path("ms.gcz"), "--strict", code=2, contains=["step", "--strict"])
+    assert not os.path.exists(path("ms.gcz"))
+
+
+def test_inspect_json_fields():
+    np.savez(path("i.npz"), **ARRAYS)
+    run("encode", path("i.npz"), "-o", path("i.gcz"), "--preset", "fp16", "--force", "--quiet")
+    info = json.loads(run("inspect", path("i.gcz"), "--json")[0])
+    assert info["pipeline"] == "fp16"
+    t = {x["name"]: x for x in info["frames"][0]["tensors"]}
+    w = t["layer1.conv.weight"]
+    for key in ("name", "shape", "dtype", "storage", "stages", "input_bytes", "bytes", "streams", "ratio",
+                "bits_per_param"):
+        assert key in w, key
+    assert w["shape"] == [8, 3, 3, 3] and w["dtype"] == "f32" and w["input_bytes"] == 216 * 4
+    assert abs(w["ratio"] - w["input_bytes"] / w["bytes"]) < 1e-9
+    tot = info["totals"]
+    assert tot["container_bytes"] == os.path.getsize(path("i.gcz"))
+    assert abs(tot["bits_per_param"] - 8 * tot["container_bytes"] / tot["parameters"]) < 1e-9
+    human, _ = run("inspect", path("i.gcz"))
+    assert b"ratio = input bytes" in human and b"layer1.conv.weight" in human
+
+
+def test_bundled_snapshots_lossless():
+    src = os.path.join(sys.argv[2], "test_data", "snapshots")
+    files = sorted(os.path.join(src, f) for f in os.listdir(src) if f.endswith(".npz"))
+    run("encode", *files, "-o", path("td.gcz"), "--force", "--quiet")
+    run("decode", path("td.gcz"), "-o", path("td.npz"), "--force")
+    for i, f in enumerate(files):
+        with np.load(f) as a, np.load(path(f"td.frame{i:03d}.npz")) as b:
+            assert a.files == b.files
+            for k in a.files:
+                assert same_bits(a[k], b[k]), (f, k)
+
+
+clitest.run_all(globals())

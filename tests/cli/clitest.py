@@ -1,0 +1,54 @@
+"""Tiny harness for the CLI end-to-end tests: run gradcodec, check exit codes and one-line errors.
+
+Each test script defines functions named test_*; run_all() calls them, prints
+'N passed, N failed' and exits non-zero on any failure.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+
+EXE = sys.argv[1]
+WORK = tempfile.mkdtemp(prefix="gradcodec_cli_")
+
+
+def path(*parts):
+    return os.path.join(WORK, *parts)
+
+
+def run(*args, stdin=None, expect=0):
+    """Runs gradcodec with args; checks the exit code; returns (stdout bytes, stderr text)."""
+    p = subprocess.run([EXE, *map(str, args)], input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=120)
+    err = p.stderr.decode("utf-8", "replace")
+    if p.returncode != expect:
+        raise AssertionError(f"gradcodec {' '.join(map(str, args))}: exit {p.returncode}, expected {expect}\n{err}")
+    return p.stdout, err
+
+
+def fails(*args, code, contains=(), stdin=None):
+    """Runs a command that must fail with `code` and exactly one stderr line 'gradcodec: error: ...'."""
+    _, err = run(*args, expect=code, stdin=stdin)
+    lines = [l for l in err.splitlines() if l.strip()]
+    errors = [l for l in lines if l.startswith("gradcodec: error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], f"expected one error line, got:\n{err}"
+    for c in ([contains] if isinstance(contains, str) else contains):
+        assert c in errors[0], f"'{c}' not in: {errors[0]}"
+    return errors[0]
+
+
+def run_all(namespace):
+    tests = [(n, f) for n, f in sorted(namespace.items()) if n.startswith("test_") and callable(f)]
+    passed = failed = 0
+    for name, fn in tests:
+        try:
+            fn()
+            passed += 1
+            print(f"ok   {name}")
+        except Exception:
+            failed += 1
+            print(f"FAIL {name}")
+            traceback.print_exc()
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
