@@ -190,4 +190,18 @@ def test_bundled_snapshots_lossless():
                 assert same_bits(a[k], b[k]), (f, k)
 
 
+def test_format_md_worked_example_is_true():
+    # docs/format.md's hex dump is what this version writes, byte for byte.
+    doc = open(os.path.join(sys.argv[2], "docs", "format.md")).read()
+    block = doc.split("## Worked example")[1].split("```")[1]
+    expected = bytes.fromhex("".join(l.split(":")[1][:49] for l in block.strip().splitlines()))
+    os.makedirs(path("ex"), exist_ok=True)
+    np.save(path("ex", "g.npy"), np.array([0.5, -1, 2, 0], np.float32))
+    p = clitest.subprocess.run([clitest.EXE, "encode", "g.npy", "-o", "g.gcz", "--pipeline", "fp16", "--quiet"],
+                               cwd=path("ex"), timeout=60)
+    assert p.returncode == 0
+    got = open(path("ex", "g.gcz"), "rb").read()
+    assert got == expected, f"{len(got)} vs {len(expected)} bytes"
+
+
 clitest.run_all(globals())

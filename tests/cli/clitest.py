@@ -9,7 +9,7 @@ import sys
 import tempfile
 import traceback
 
-EXE = sys.argv[1]
+EXE = os.path.abspath(sys.argv[1])
 WORK = tempfile.mkdtemp(prefix="gradcodec_cli_")
 
 
