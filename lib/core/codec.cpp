@@ -2,6 +2,7 @@
 #include <gradcodec/codec.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -61,7 +62,24 @@ StageContext PipelineStages::stage_ctx(const StageContext& base, size_t pos,
   return c;
 }
 
-PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageContext& base, TensorState& st) const {
+namespace {
+// Times a stage call into `times` when `on`.
+struct Timer {
+  StageTimes& times;
+  StageKind kind;
+  bool on;
+  std::chrono::steady_clock::time_point start;
+  Timer(StageTimes& t, StageKind k, bool enabled) : times(t), kind(k), on(enabled) {
+    if (on) start = std::chrono::steady_clock::now();
+  }
+  ~Timer() {
+    if (on) times.add(kind, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
+  }
+};
+}  // namespace
+
+PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageContext& base, TensorState& st,
+                                               bool timed) const {
   Encoded out;
   Payload p;
   p.source = &t;
@@ -75,6 +93,7 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
     return c;
   };
   if (!transforms_.empty()) {
+    Timer tm(out.times, StageKind::Transform, timed);
     p.dense_f32();
     p.exact = false;
     for (size_t k = 0; k < transforms_.size(); ++k) {
@@ -84,14 +103,22 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
     }
   }
   if (reducer_ >= 0) {
+    Timer tm(out.times, stages_[reducer_]->kind(), timed);
     p.dense_f32();
     static_cast<Reducer*>(stages_[reducer_].get())->encode(p, out.streams, ctx_for(reducer_));
   }
   p.exact = exact_values_;
-  static_cast<Quantizer*>(stages_[quantizer_].get())->encode(p, out.streams, ctx_for(quantizer_));
-  if (indexer_ >= 0 && p.sparse && !p.index_implicit)
+  {
+    Timer tm(out.times, StageKind::Quantizer, timed);
+    static_cast<Quantizer*>(stages_[quantizer_].get())->encode(p, out.streams, ctx_for(quantizer_));
+  }
+  out.kept = p.value_count();
+  if (indexer_ >= 0 && p.sparse && !p.index_implicit) {
+    Timer tm(out.times, StageKind::IndexCoder, timed);
     static_cast<IndexCoder*>(stages_[indexer_].get())->encode(p, out.streams, ctx_for(indexer_));
+  }
   if (stateful_) out.plain = out.streams;
+  Timer tm(out.times, StageKind::Lossless, timed && !lossless_.empty());
   for (size_t pos : lossless_) {
     const auto* l = static_cast<const Lossless*>(stages_[pos].get());
     for (auto& s : out.streams.all())
@@ -201,6 +228,8 @@ struct Job {
   Tensor tensor;
   Streams streams;
   Storage storage = Storage::Pipeline;
+  uint64_t kept = 0;
+  StageTimes times;
   std::exception_ptr error;
 };
 }  // namespace
@@ -241,8 +270,11 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       ctx.keyframe = keyframe;
       ctx.info = &t.info;
       ctx.frame_plan = plan.get();
-      auto enc = im.stages.encode(t, ctx, st);
+      auto enc = im.stages.encode(t, ctx, st, im.opt.time_stages);
+      job.times = enc.times;
+      job.kept = enc.kept;
       if (enc.streams.total_bytes() >= t.data.size()) {
+        job.kept = t.elements();  // every value sent, exactly
         job.storage = Storage::Raw;
         job.streams.add("raw", static_cast<uint8_t>(dtype_size(t.dtype())))
             .bytes.assign(t.data.data(), t.data.data() + t.data.size());
@@ -287,6 +319,8 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       o.input_bytes = job.tensor.data.size();
       o.record_bytes = w.bytes_written() - before;
       for (const auto& s : job.streams.all()) o.streams.emplace_back(s.name, s.bytes.size());
+      o.kept = job.kept;
+      o.times = job.times;
       outcomes.push_back(std::move(o));
     }
   }

@@ -419,6 +419,30 @@ std::string Pipeline::text() const {
   return out;
 }
 
+bool Pipeline::has_stage(const std::string& name) const {
+  for (const auto& s : stages_)
+    if (s.name == name) return true;
+  return false;
+}
+
+Pipeline Pipeline::with_param(const std::string& stage, const std::string& param, const std::string& value) const {
+  std::vector<StageSpec> specs = stages_;
+  bool found = false;
+  for (auto& s : specs) {
+    if (s.name != stage) continue;
+    const StageEntry& e = *find_stage(s.name);
+    const ParamSpec* ps = nullptr;
+    for (const auto& p : e.params)
+      if (p.name == param) ps = &p;
+    if (!ps) usage(stage + ": unknown parameter '" + param + "' (" + param_list(e) + ")");
+    bool quoted = value.size() >= 2 && value.front() == '"' && value.back() == '"';
+    s.params.set(param, make_value(e, *ps, quoted ? value.substr(1, value.size() - 2) : value, quoted));
+    found = true;
+  }
+  if (!found) usage("pipeline '" + text() + "' has no stage '" + stage + "'");
+  return PipelineBuilder::finish(std::move(specs), false);
+}
+
 bool Pipeline::operator==(const Pipeline& o) const {
   if (stages_.size() != o.stages_.size()) return false;
   for (size_t i = 0; i < stages_.size(); ++i)

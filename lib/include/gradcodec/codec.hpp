@@ -17,6 +17,17 @@
 
 namespace gradcodec {
 
+// Time spent per stage kind (nanoseconds), indexed by StageKind; filled when requested.
+struct StageTimes {
+  double ns[6] = {0, 0, 0, 0, 0, 0};
+  void add(StageKind k, double v) noexcept { ns[static_cast<int>(k)] += v; }
+  double of(StageKind k) const noexcept { return ns[static_cast<int>(k)]; }
+  StageTimes& operator+=(const StageTimes& o) noexcept {
+    for (int i = 0; i < 6; ++i) ns[i] += o.ns[i];
+    return *this;
+  }
+};
+
 // A pipeline's stages, instantiated and sorted by kind.
 class PipelineStages {
  public:
@@ -33,7 +44,8 @@ class PipelineStages {
   struct Encoded {
     Streams streams;          // final streams (after lossless stages)
     Streams plain;            // streams before the lossless stages (for the mirror decoder)
-    std::vector<float> input; // dense values after the transforms (what the rest encodes)
+    uint64_t kept = 0;        // values the value codec coded (n when dense, kept positions × block)
+    StageTimes times;         // filled when encode() is asked to time the stages
   };
   // Per-tensor state: one slot per stage, encoder side and decoder side.
   struct TensorState {
@@ -43,7 +55,7 @@ class PipelineStages {
   };
 
   // Encodes one tensor through every stage. `ctx` carries seed/frame/tensor; `st` the state.
-  Encoded encode(const Tensor& t, const StageContext& ctx, TensorState& st) const;
+  Encoded encode(const Tensor& t, const StageContext& ctx, TensorState& st, bool timed = false) const;
   // Runs the reducer's snapshot-wide pre-pass for a frame (null when it has none).
   std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const;
   // Decodes streams (after lossless decoding when `lossless_applied`) to the tensor's dtype.
@@ -67,6 +79,7 @@ class PipelineStages {
 };
 
 struct EncodeOptions {
+  bool time_stages = false;        // fill TensorOutcome::times (bench)
   uint64_t seed = 0;
   uint32_t keyframe_interval = 0;  // 0: only frame 0 is a keyframe
   unsigned threads = 1;
@@ -79,6 +92,8 @@ struct TensorOutcome {
   uint64_t input_bytes = 0;   // the tensor's bytes as stored
   uint64_t record_bytes = 0;  // the whole record in the container
   std::vector<std::pair<std::string, uint64_t>> streams;  // final stream sizes
+  uint64_t kept = 0;          // values coded (0 for raw and pass-through records)
+  StageTimes times;           // when EncodeOptions::time_stages
 };
 
 // A frame's tensors, loaded one at a time (loading is serialized: format readers are not

@@ -35,6 +35,11 @@ class Pipeline {
   // "unknown stage version") since a container naming what we cannot decode is refused.
   static Pipeline from_json(const std::string& json);
 
+  // The same pipeline with one parameter of the stage named `stage` set to `value` (text as
+  // typed). Throws Usage when the pipeline has no such stage or the stage no such parameter.
+  Pipeline with_param(const std::string& stage, const std::string& param, const std::string& value) const;
+  bool has_stage(const std::string& name) const;
+
   std::string text() const;  // canonical text
   std::string json() const;  // canonical JSON (compact, keys in fixed order)
 

@@ -1,0 +1,221 @@
+#include "bench_report.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+
+namespace gradcodec::cli {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+// Every figure of a row, by its stable field name (JSON and CSV share these names).
+ordered_json row_fields(const BenchRow& r) {
+  const double params = r.parameters ? double(r.parameters) : 1.0;
+  const double mb = double(r.input_bytes) / 1e6;
+  const uint64_t streams = r.index_bytes + r.value_bytes + r.scale_bytes + r.side_bytes;
+  const uint64_t overhead = r.output_bytes > streams ? r.output_bytes - streams : 0;
+  const double kept = double(r.kept);
+  auto cr = [&](double dense_bits, uint64_t bytes) -> ordered_json {
+    if (bytes == 0) return nullptr;
+    return dense_bits / (8.0 * double(bytes));
+  };
+  const double t_enc = r.encode_median;
+  ordered_json j;
+  j["label"] = r.label;
+  j["pipeline"] = r.pipeline;
+  j["sweep"] = r.sweep;
+  j["deterministic"] = r.deterministic;
+  j["lossless"] = r.exact;
+  j["parameters"] = r.parameters;
+  j["kept"] = r.kept;
+  j["kept_fraction"] = kept / params;
+  j["input_bytes"] = r.input_bytes;
+  j["output_bytes"] = r.output_bytes;
+  j["ratio"] = r.output_bytes ? double(r.input_bytes) / double(r.output_bytes) : 0.0;
+  j["bits_per_param"] = 8.0 * double(r.output_bytes) / params;
+  j["bits_index"] = 8.0 * double(r.index_bytes) / params;
+  j["bits_value"] = 8.0 * double(r.value_bytes) / params;
+  j["bits_scale_side"] = 8.0 * double(r.scale_bytes + r.side_bytes) / params;
+  j["bits_overhead"] = 8.0 * double(overhead) / params;
+  j["index_cr"] = cr(32.0 * kept, r.index_bytes);
+  j["value_cr"] = cr(32.0 * kept, r.value_bytes + r.scale_bytes);
+  j["overall_cr"] = cr(64.0 * kept, streams);
+  j["rel_l2"] = r.err.rel_l2();
+  j["cosine"] = r.err.cosine();
+  j["max_abs_error"] = r.err.max_abs;
+  j["sign_agreement"] = r.err.sign_agreement();
+  j["nonfinite_values"] = r.err.nonfinite;
+  j["encode_mbps"] = t_enc > 0 ? mb / t_enc : 0.0;
+  j["decode_mbps"] = r.decode_median > 0 ? mb / r.decode_median : 0.0;
+  j["throughput_mbps"] = t_enc > 0 ? (double(r.input_bytes) - double(r.output_bytes)) / 1e6 / t_enc : 0.0;
+  j["encode_seconds_median"] = t_enc;
+  j["decode_seconds_median"] = r.decode_median;
+  j["runs"] = r.encode_s.size();
+  double total = r.container_ns;
+  for (double v : r.times.ns) total += v;
+  auto share = [&](double v) { return total > 0 ? v / total : 0.0; };
+  j["time_transform"] = share(r.times.of(StageKind::Transform));
+  j["time_sparsify"] = share(r.times.of(StageKind::Sparsifier) + r.times.of(StageKind::LowRank));
+  j["time_quantize"] = share(r.times.of(StageKind::Quantizer));
+  j["time_index"] = share(r.times.of(StageKind::IndexCoder));
+  j["time_lossless"] = share(r.times.of(StageKind::Lossless));
+  j["time_container"] = share(r.container_ns);
+  j["seeds"] = r.seeds;
+  j["bias"] = r.bias >= 0 ? ordered_json(r.bias) : ordered_json(nullptr);
+  j["rel_l2_mean"] = r.rel_l2_mean;
+  j["rel_l2_std"] = r.rel_l2_std;
+  return j;
+}
+
+std::string fmt_cr(const ordered_json& v) { return v.is_null() ? "-" : format("%.1f", v.get<double>()); }
+
+}  // namespace
+
+void print_table(const std::vector<BenchRow>& rows, const BenchContext& ctx, bool md) {
+  std::string in;
+  for (const auto& i : ctx.inputs) in += (in.empty() ? "" : " ") + i;
+  std::printf("%sgradcodec bench: %zu frame(s) from %s; %u thread(s); median of >= %u runs and >= %.2g s\n\n",
+              md ? "" : "", ctx.frames, in.c_str(), ctx.threads, ctx.repeat, ctx.min_time);
+  const char* h1 = md ? "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n"
+                      : "%-26s %8s %8s %7s %7s %7s %6s %9s %8s %9s %7s %9s %9s\n";
+  std::printf(h1, "pipeline", "ratio", "bits/p", "index", "value", "sc+side", "ovh", "rel L2", "cosine", "max|err|",
+              "sign%", "enc MB/s", "dec MB/s");
+  if (md) std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& r : rows) {
+    ordered_json j = row_fields(r);
+    std::string name = r.label == "pipeline" ? r.pipeline : r.label;
+    if (!r.sweep.empty()) name += " [" + r.sweep + "]";
+    if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
+    const char* f = md ? "| %s | %.2f | %.4f | %.4f | %.4f | %.4f | %.4f | %.3g | %.5f | %.3g | %.1f | %.1f | %.1f |\n"
+                       : "%-26s %8.2f %8.4f %7.4f %7.4f %7.4f %6.4f %9.3g %8.5f %9.3g %7.1f %9.1f %9.1f\n";
+    std::printf(f, name.c_str(), j["ratio"].get<double>(), j["bits_per_param"].get<double>(),
+                j["bits_index"].get<double>(), j["bits_value"].get<double>(), j["bits_scale_side"].get<double>(),
+                j["bits_overhead"].get<double>(), j["rel_l2"].get<double>(), j["cosine"].get<double>(),
+                j["max_abs_error"].get<double>(), 100.0 * j["sign_agreement"].get<double>(),
+                j["encode_mbps"].get<double>(), j["decode_mbps"].get<double>());
+  }
+  std::printf("\n");
+  const char* h2 = md ? "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n"
+                      : "%-26s %7s %7s %7s %9s %7s %7s %7s %7s %7s %s\n";
+  std::printf(h2, "pipeline", "kept%", "idx CR", "val CR", "thr MB/s", "xform%", "spars%", "quant%", "index%", "lossl%",
+              "bias over seeds / error spread");
+  if (md) std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+  for (const auto& r : rows) {
+    ordered_json j = row_fields(r);
+    std::string name = r.label == "pipeline" ? r.pipeline : r.label;
+    if (!r.sweep.empty()) name += " [" + r.sweep + "]";
+    if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
+    std::string bias = r.deterministic ? "deterministic"
+                       : r.seeds > 1   ? format("bias %.3g, rel L2 %.3g +- %.2g (%u seeds)", r.bias, r.rel_l2_mean,
+                                                r.rel_l2_std, r.seeds)
+                                       : "stochastic (use --seeds N)";
+    const char* f = md ? "| %s | %.3f | %s | %s | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n"
+                       : "%-26s %7.3f %7s %7s %9.1f %7.0f %7.0f %7.0f %7.0f %7.0f %s\n";
+    std::printf(f, name.c_str(), 100.0 * j["kept_fraction"].get<double>(), fmt_cr(j["index_cr"]).c_str(),
+                fmt_cr(j["value_cr"]).c_str(), j["throughput_mbps"].get<double>(), 100 * j["time_transform"].get<double>(),
+                100 * j["time_sparsify"].get<double>(), 100 * j["time_quantize"].get<double>(),
+                100 * j["time_index"].get<double>(), 100 * j["time_lossless"].get<double>(), bias.c_str());
+  }
+  if (ctx.frames > 1) {
+    std::printf("\nper frame: ratio (rel L2)\n");
+    for (const auto& r : rows) {
+      std::string name = r.label == "pipeline" ? r.pipeline : r.label;
+      if (!r.sweep.empty()) name += " [" + r.sweep + "]";
+      if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
+      std::printf(md ? "| %s |" : "%-26s", name.c_str());
+      for (const auto& f : r.frames)
+        std::printf(md ? " %.2f (%.3g) |" : " %8.2f (%-9.3g)", f.record_bytes ? double(f.input_bytes) / f.record_bytes : 0.0,
+                    f.err.rel_l2());
+      std::printf("\n");
+    }
+  }
+  std::printf(
+      "\nratio = input bytes (as stored dtype) / output bytes (whole container);  bits/p = 8 * output bytes / parameters\n"
+      "index, value, sc+side (scale and side streams), ovh (container overhead = output - all streams): bits per parameter\n"
+      "rel L2 = ||g - g^||2 / ||g||2;  cosine = g.g^ / (||g|| ||g^||);  max|err| = max |g - g^|;  sign%% = share with sign(g) == sign(g^), 0 counted as +\n"
+      "MB = 10^6 bytes of input;  enc/dec MB/s = input MB / median seconds;  thr = (input bytes - output bytes) / 10^6 / encode seconds (BIRD+'s (a - b)/T)\n"
+      "kept%% = values coded / parameters;  idx CR = 32 * kept / index bits;  val CR = 32 * kept / (value + scale bits)  (BIRD+ Fig. 10)\n"
+      "xform/spars/quant/index/lossl%% = share of encode time per stage kind (rest: container and I/O);  bias = ||mean over seeds of g^ - g|| / ||g||\n");
+}
+
+std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
+  ordered_json out;
+  out["schema"] = kBenchSchema;
+  out["tool"] = tool_version();
+  out["inputs"] = ctx.inputs;
+  out["frames"] = ctx.frames;
+  out["threads"] = ctx.threads;
+  out["repeat"] = ctx.repeat;
+  out["min_time"] = ctx.min_time;
+  ordered_json arr = ordered_json::array();
+  for (const auto& r : rows) {
+    ordered_json j = row_fields(r);
+    ordered_json frames = ordered_json::array();
+    for (size_t f = 0; f < r.frames.size(); ++f) {
+      const auto& ff = r.frames[f];
+      frames.push_back({{"frame", f},
+                        {"input_bytes", ff.input_bytes},
+                        {"record_bytes", ff.record_bytes},
+                        {"parameters", ff.parameters},
+                        {"ratio", ff.record_bytes ? double(ff.input_bytes) / ff.record_bytes : 0.0},
+                        {"bits_per_param", ff.parameters ? 8.0 * ff.record_bytes / ff.parameters : 0.0},
+                        {"rel_l2", ff.err.rel_l2()},
+                        {"cosine", ff.err.cosine()}});
+    }
+    j["per_frame"] = frames;
+    if (!r.tensors.empty()) {
+      ordered_json ts = ordered_json::array();
+      for (const auto& t : r.tensors)
+        ts.push_back({{"frame", t.frame},
+                      {"name", t.name},
+                      {"storage", t.storage},
+                      {"parameters", t.parameters},
+                      {"kept", t.kept},
+                      {"input_bytes", t.input_bytes},
+                      {"record_bytes", t.record_bytes},
+                      {"ratio", t.record_bytes ? double(t.input_bytes) / t.record_bytes : 0.0},
+                      {"rel_l2", t.err.rel_l2()}});
+      j["per_tensor"] = ts;
+    }
+    arr.push_back(j);
+  }
+  out["rows"] = arr;
+  return out.dump(2) + "\n";
+}
+
+std::string rows_csv(const std::vector<BenchRow>& rows) {
+  std::string out;
+  bool header = false;
+  for (const auto& r : rows) {
+    ordered_json j = row_fields(r);
+    if (!header) {
+      std::string h;
+      for (auto it = j.begin(); it != j.end(); ++it) h += (h.empty() ? "" : ",") + it.key();
+      out += h + "\n";
+      header = true;
+    }
+    std::string line;
+    bool first = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      std::string v;
+      if (it->is_string()) {
+        v = "\"";
+        for (char c : it->get<std::string>()) v += c == '"' ? std::string("\"\"") : std::string(1, c);
+        v += "\"";
+      } else if (it->is_null()) {
+        v = "";
+      } else {
+        v = it->dump();
+      }
+      line += (first ? "" : ",") + v;
+      first = false;
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace gradcodec::cli

@@ -1,0 +1,208 @@
+#include "bench_run.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <unistd.h>
+
+namespace gradcodec::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct EncodeResult {
+  std::vector<std::vector<TensorOutcome>> outcomes;
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
+
+EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, const BenchSettings& s,
+                        const std::string& path, bool timed) {
+  EncodeResult r;
+  EncodeOptions eo;
+  eo.seed = seed;
+  eo.threads = s.threads;
+  eo.time_stages = timed;
+  auto start = Clock::now();
+  SequenceEncoder enc(p, eo);
+  ContainerWriter w(path, true, enc.header(s.inputs_json));
+  for (size_t f = 0; f < frames.size(); ++f) {
+    const auto& fr = frames[f];
+    FrameSource src;
+    src.count = fr.size();
+    src.info = [&fr](size_t i) { return fr[i].info; };
+    src.load = [&fr](size_t i) { return fr[i]; };
+    src.source = f < s.sources.size() ? s.sources[f] : "";
+    r.outcomes.push_back(enc.encode_frame(src, w));
+  }
+  w.finish();
+  r.seconds = seconds_since(start);
+  r.bytes = w.bytes_written();
+  return r;
+}
+
+Frames decode_all(const std::string& path, double& seconds) {
+  auto start = Clock::now();
+  ContainerReader reader = ContainerReader::open(path);
+  SequenceDecoder dec(reader);
+  Frames out(reader.frame_count());
+  for (size_t f = 0; f < reader.frame_count(); ++f)
+    dec.decode_frame(f, [&](Tensor&& t) { out[f].push_back(std::move(t)); });
+  seconds = seconds_since(start);
+  return out;
+}
+
+void check_same(const Frames& want, const Frames& got, const std::string& what, const std::string& pipeline) {
+  for (size_t f = 0; f < want.size(); ++f)
+    for (size_t i = 0; i < want[f].size(); ++i)
+      if (!bit_identical(want[f][i], got[f][i]))
+        fail(ErrorCode::Mismatch, "bench: '" + pipeline + "': tensor '" + want[f][i].name() + "' of frame " +
+                                      std::to_string(f) + " decoded differently from " + what);
+}
+
+bool is_exact_pipeline(const Pipeline& p) {
+  for (const auto& s : p.stages())
+    if (s.name != "raw" && find_stage(s.name)->kind != StageKind::Lossless) return false;
+  return true;
+}
+
+}  // namespace
+
+BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, const std::string& sweep,
+                        const Frames& frames, const BenchSettings& s) {
+  BenchRow row;
+  row.label = label;
+  row.pipeline = pipeline.text();
+  row.sweep = sweep;
+  row.exact = is_exact_pipeline(pipeline);
+  PipelineStages probe(pipeline);
+  row.deterministic = !probe.stochastic();
+  const std::string path =
+      (std::filesystem::path(s.temp_dir) / ("gradcodec-bench-" + std::to_string(::getpid()) + ".gcz")).string();
+  struct Cleanup {
+    std::string p;
+    ~Cleanup() { std::filesystem::remove(p); }
+  } cleanup{path};
+
+  // Warm-up run: also the run whose figures are reported, with stage timing on.
+  EncodeResult first = encode_all(pipeline, frames, 0, s, path, true);
+  double dsec = 0;
+  Frames decoded = decode_all(path, dsec);
+  if (row.exact) check_same(frames, decoded, "the input (lossless pipeline)", row.pipeline);
+  row.output_bytes = first.bytes;
+  double stage_ns = 0;
+  for (size_t f = 0; f < frames.size(); ++f) {
+    FrameFigures ff;
+    for (size_t i = 0; i < frames[f].size(); ++i) {
+      const Tensor& t = frames[f][i];
+      const TensorOutcome& o = first.outcomes[f][i];
+      ErrorMetrics e;
+      e.add(t, decoded[f][i]);
+      ff.err += e;
+      ff.input_bytes += o.input_bytes;
+      ff.record_bytes += o.record_bytes;
+      ff.parameters += t.elements();
+      row.kept += o.kept;
+      row.times += o.times;
+      for (const auto& [name, bytes] : o.streams) {
+        if (name == kIndexStream) row.index_bytes += bytes;
+        else if (name == kValueStream || name == "raw") row.value_bytes += bytes;
+        else if (name == kScaleStream) row.scale_bytes += bytes;
+        else row.side_bytes += bytes;
+      }
+      if (s.per_tensor)
+        row.tensors.push_back({t.name(), static_cast<uint32_t>(f), t.elements(), o.input_bytes, o.record_bytes,
+                               o.kept, storage_name(o.storage), e});
+    }
+    row.input_bytes += ff.input_bytes;
+    row.parameters += ff.parameters;
+    row.err += ff.err;
+    row.frames.push_back(ff);
+  }
+  for (double v : row.times.ns) stage_ns += v;
+
+  // Timed runs: at least `repeat` runs and `min_time` seconds each for encode and decode; every
+  // decoded run is checked against the first (same seed: same bytes, same tensors).
+  auto loop_start = Clock::now();
+  while (row.encode_s.size() < s.repeat || seconds_since(loop_start) < s.min_time) {
+    EncodeResult r = encode_all(pipeline, frames, 0, s, path, false);
+    if (r.bytes != first.bytes)
+      fail(ErrorCode::Mismatch, "bench: '" + row.pipeline + "': encoding is not deterministic");
+    row.encode_s.push_back(r.seconds);
+    if (row.encode_s.size() > 10000) break;
+  }
+  loop_start = Clock::now();
+  while (row.decode_s.size() < s.repeat || seconds_since(loop_start) < s.min_time) {
+    double sec = 0;
+    Frames again = decode_all(path, sec);
+    check_same(decoded, again, "the first decoded run", row.pipeline);
+    row.decode_s.push_back(sec);
+    if (row.decode_s.size() > 10000) break;
+  }
+  row.encode_median = median(row.encode_s);
+  row.decode_median = median(row.decode_s);
+  row.container_ns = std::max(0.0, first.seconds * 1e9 - stage_ns);
+
+  // Seeds: bias of the mean reconstruction and spread of the error (stochastic pipelines only).
+  row.seeds = row.deterministic ? 1 : std::max(1u, s.seeds);
+  row.rel_l2_mean = row.err.rel_l2();
+  if (row.seeds > 1) {
+    std::vector<std::vector<std::vector<double>>> sum(frames.size());
+    std::vector<double> errs;
+    for (unsigned seed = 0; seed < row.seeds; ++seed) {
+      Frames dec = decoded;
+      if (seed > 0) {
+        encode_all(pipeline, frames, seed, s, path, false);
+        double sec;
+        dec = decode_all(path, sec);
+      }
+      ErrorMetrics all;
+      for (size_t f = 0; f < frames.size(); ++f) {
+        sum[f].resize(frames[f].size());
+        for (size_t i = 0; i < frames[f].size(); ++i) {
+          all.add(frames[f][i], dec[f][i]);
+          std::vector<float> v(dec[f][i].elements());
+          to_f32(dec[f][i].dtype(), dec[f][i].data.data(), v.size(), v.data());
+          auto& acc = sum[f][i];
+          acc.resize(v.size(), 0.0);
+          for (size_t k = 0; k < v.size(); ++k) acc[k] += v[k];
+        }
+      }
+      errs.push_back(all.rel_l2());
+    }
+    double num = 0, den = 0;
+    for (size_t f = 0; f < frames.size(); ++f)
+      for (size_t i = 0; i < frames[f].size(); ++i) {
+        std::vector<float> g(frames[f][i].elements());
+        to_f32(frames[f][i].dtype(), frames[f][i].data.data(), g.size(), g.data());
+        for (size_t k = 0; k < g.size(); ++k) {
+          if (!std::isfinite(g[k])) continue;
+          double d = sum[f][i][k] / row.seeds - g[k];
+          num += d * d;
+          den += double(g[k]) * g[k];
+        }
+      }
+    row.bias = den > 0 ? std::sqrt(num / den) : 0.0;
+    double mean = 0;
+    for (double e : errs) mean += e;
+    mean /= errs.size();
+    double var = 0;
+    for (double e : errs) var += (e - mean) * (e - mean);
+    row.rel_l2_mean = mean;
+    row.rel_l2_std = errs.size() > 1 ? std::sqrt(var / (errs.size() - 1)) : 0.0;
+  }
+  return row;
+}
+
+}  // namespace gradcodec::cli

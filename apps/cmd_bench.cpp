@@ -1,0 +1,182 @@
+// gradcodec bench INPUT... (--preset NAME | --pipeline TEXT)... [--sweep STAGE.PARAM=a,b,c]
+//                 [--repeat N] [--min-time S] [--seeds N] [--per-tensor] [--json F] [--csv F]
+//                 [--markdown] [--threads N]
+// Compares compressors side by side on the user's gradients. With no INPUT: the bundled
+// test_data snapshots; with no --preset/--pipeline: every preset.
+#include "bench_report.hpp"
+#include "commands.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#ifndef GRADCODEC_DATA_DIR
+#define GRADCODEC_DATA_DIR ""
+#endif
+
+namespace gradcodec::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::vector<std::string> inputs, presets, pipelines, sweeps;
+  unsigned repeat = 3, seeds = 1, threads = 1;
+  double min_time = 0.2;
+  bool per_tensor = false, markdown = false;
+  std::string json, csv;
+  InputOptions in;
+};
+
+// The bundled snapshots: $GRADCODEC_DATA, the source tree, or the installed data directory.
+std::vector<std::string> bundled_inputs() {
+  std::vector<std::string> roots;
+  if (const char* env = std::getenv("GRADCODEC_DATA")) roots.push_back(env);
+  roots.push_back(GRADCODEC_DATA_DIR);
+  for (const auto& root : roots) {
+    if (root.empty()) continue;
+    std::filesystem::path dir = std::filesystem::path(root) / "snapshots";
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (e.path().extension() == ".npz") files.push_back(e.path().string());
+    if (!files.empty()) {
+      std::sort(files.begin(), files.end());
+      return files;
+    }
+  }
+  fail(ErrorCode::Input, "no INPUT given and the bundled test_data snapshots were not found "
+                         "(set GRADCODEC_DATA to the test_data directory)");
+}
+
+struct Sweep {
+  std::string stage, param;
+  std::vector<std::string> values;
+};
+
+Sweep parse_sweep(const std::string& s) {
+  auto dot = s.find('.');
+  auto eq = s.find('=');
+  if (dot == std::string::npos || eq == std::string::npos || dot > eq || eq + 1 >= s.size())
+    fail(ErrorCode::Usage, "--sweep '" + s + "': expected STAGE.PARAM=a,b,c (e.g. topk.ratio=0.001,0.01,0.1)");
+  Sweep w{s.substr(0, dot), s.substr(dot + 1, eq - dot - 1), {}};
+  std::string rest = s.substr(eq + 1);
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t comma = rest.find(',', start);
+    std::string v = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (v.empty()) fail(ErrorCode::Usage, "--sweep '" + s + "': empty value");
+    w.values.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return w;
+}
+
+void progress(size_t done, size_t total, const std::string& what) {
+  if (quiet() || !::isatty(STDERR_FILENO)) return;
+  const int width = 30;
+  int filled = total ? static_cast<int>(width * done / total) : width;
+  std::string bar(filled, '=');
+  bar.resize(width, ' ');
+  std::string label = what.size() > 40 ? what.substr(0, 39) + "~" : what;
+  std::fprintf(stderr, "\r[%s] %zu/%zu %-40s", bar.c_str(), done, total, label.c_str());
+  if (done == total) std::fprintf(stderr, "\r%*s\r", width + 60, "");
+  std::fflush(stderr);
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  AtomicOutput out(path, true);
+  out.write(text.data(), text.size());
+  out.commit();
+}
+
+int run_bench(BenchArgs a) {
+  if (a.inputs.empty()) a.inputs = bundled_inputs();
+  struct Job {
+    Pipeline pipeline;
+    std::string label, sweep;
+  };
+  std::vector<Job> jobs;
+  for (const auto& p : a.presets) jobs.push_back({Pipeline::preset(p), p, ""});
+  for (const auto& t : a.pipelines) jobs.push_back({Pipeline::parse(t), "pipeline", ""});
+  if (jobs.empty())
+    for (const auto& p : preset_table()) jobs.push_back({Pipeline::preset(p.name), p.name, ""});
+  for (const auto& text : a.sweeps) {
+    Sweep sw = parse_sweep(text);
+    std::vector<Job> expanded;
+    bool used = false;
+    for (const auto& j : jobs) {
+      if (!j.pipeline.has_stage(sw.stage)) {
+        expanded.push_back(j);
+        continue;
+      }
+      used = true;
+      for (const auto& v : sw.values)
+        expanded.push_back({j.pipeline.with_param(sw.stage, sw.param, v), j.label,
+                            (j.sweep.empty() ? "" : j.sweep + ", ") + sw.stage + "." + sw.param + "=" + v});
+    }
+    if (!used) fail(ErrorCode::Usage, "--sweep " + text + ": no pipeline given has a stage '" + sw.stage + "'");
+    jobs = std::move(expanded);
+  }
+
+  // Load every frame once (bench measures the codec, not the file reader).
+  Frames frames;
+  nlohmann::ordered_json desc = nlohmann::ordered_json::array();
+  for (const auto& path : a.inputs) {
+    OpenInput in = open_input(path, a.in);
+    desc.push_back({{"path", path}, {"format", formats::format_name(in.reader->format())}});
+    std::vector<Tensor> ts;
+    for (size_t k : in.selected) ts.push_back(in.reader->read(k));
+    frames.push_back(std::move(ts));
+  }
+  BenchSettings s;
+  s.repeat = std::max(1u, a.repeat);
+  s.min_time = a.min_time;
+  s.seeds = std::max(1u, a.seeds);
+  s.threads = std::max(1u, a.threads);
+  s.per_tensor = a.per_tensor;
+  s.inputs_json = desc.dump();
+  s.sources = a.inputs;
+  // Timed runs write a real container: to memory-backed /dev/shm when there is one, so the disk
+  // does not enter the encode figures.
+  s.temp_dir = std::filesystem::is_directory("/dev/shm") && ::access("/dev/shm", W_OK) == 0
+                   ? "/dev/shm"
+                   : std::filesystem::temp_directory_path().string();
+  std::vector<BenchRow> rows;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    progress(i, jobs.size(), jobs[i].label == "pipeline" ? jobs[i].pipeline.text() : jobs[i].label);
+    rows.push_back(bench_pipeline(jobs[i].pipeline, jobs[i].label, jobs[i].sweep, frames, s));
+  }
+  progress(jobs.size(), jobs.size(), "");
+  BenchContext ctx{a.inputs, frames.size(), s.threads, s.repeat, s.min_time};
+  print_table(rows, ctx, a.markdown);
+  if (!a.json.empty()) write_file(a.json, rows_json(rows, ctx));
+  if (!a.csv.empty()) write_file(a.csv, rows_csv(rows));
+  return 0;
+}
+
+}  // namespace
+
+void setup_bench(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* sub = app.add_subcommand("bench", "compare compressors on your gradients: ratio, bits/param, error, speed");
+  sub->add_option("INPUT", a->inputs, "snapshots (several = a sequence); default: the bundled test_data snapshots");
+  sub->add_option("--preset", a->presets, "a preset to compare (repeatable); default: every preset");
+  sub->add_option("--pipeline", a->pipelines, "a pipeline text to compare (repeatable)");
+  sub->add_option("--sweep", a->sweeps, "STAGE.PARAM=a,b,c: one row per value (repeatable)");
+  sub->add_option("--repeat", a->repeat, "timed runs per row, at least (default 3)");
+  sub->add_option("--min-time", a->min_time, "seconds of timed encoding and of decoding per row, at least (default 0.2)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--seeds", a->seeds, "stochastic pipelines: runs with N seeds for bias and error spread");
+  sub->add_option("--threads", a->threads, "worker threads (default 1)");
+  sub->add_flag("--per-tensor", a->per_tensor, "per-tensor figures in the JSON report");
+  sub->add_option("--json", a->json, "write the report as JSON to this file");
+  sub->add_option("--csv", a->csv, "write the report as CSV to this file");
+  sub->add_flag("--markdown", a->markdown, "print the tables as Markdown");
+  add_input_options(*sub, a->in);
+  sub->callback([a, &run] { run = [a] { return run_bench(*a); }; });
+}
+
+}  // namespace gradcodec::cli
