@@ -34,7 +34,10 @@ AtomicOutput::AtomicOutput(const std::string& target, bool overwrite)
     fail(ErrorCode::Usage, target + ": already exists (use --force to replace it)");
   fs::path t(target);
   fs::path dir = t.parent_path().empty() ? fs::path(".") : t.parent_path();
-  std::string templ = (dir / ("." + t.filename().string() + ".tmp-XXXXXX")).string();
+  std::string name = ".";  // built by appends: GCC 12 warns falsely (-Wrestrict) on "." + str + "..."
+  name += t.filename().string();
+  name += ".tmp-XXXXXX";
+  std::string templ = (dir / name).string();
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   int fd = ::mkstemp(buf.data());
