@@ -190,6 +190,29 @@ def test_bundled_snapshots_lossless():
                 assert same_bits(a[k], b[k]), (f, k)
 
 
+def test_bf16_safetensors_lossless():
+    # numpy has no bfloat16: write the file by hand (spec: u64 header size, JSON, data).
+    bits = (rng.standard_normal(300).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    bits[:3] = [0x7fc1, 0x7f80, 0xff80]  # NaN with payload, +Inf, -Inf
+    f32 = rng.standard_normal((3, 5)).astype(np.float32)
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [300], "data_offsets": [0, 600]},
+                         "x": {"dtype": "F32", "shape": [3, 5], "data_offsets": [600, 660]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path("b.safetensors"), "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + bits.tobytes() + f32.tobytes())
+    run("encode", path("b.safetensors"), "-o", path("b.gcz"), "--force", "--quiet")
+    info = json.loads(run("inspect", path("b.gcz"), "--json")[0])
+    assert info["frames"][0]["tensors"][0]["dtype"] == "bf16"
+    run("decode", path("b.gcz"), "-o", path("b.out.safetensors"), "--force")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+    import safetensors_check
+    with open(path("b.out.safetensors"), "rb") as f:
+        _, _, _, tensors = safetensors_check.parse(f.read())
+    got = {t["name"]: t for t in tensors}
+    assert got["w"]["dtype"] == "BF16" and got["w"]["bytes"] == bits.tobytes()
+    assert got["x"]["dtype"] == "F32" and got["x"]["bytes"] == f32.tobytes()
+
+
 def test_format_md_worked_example_is_true():
     # docs/format.md's hex dump is what this version writes, byte for byte.
     doc = open(os.path.join(sys.argv[2], "docs", "format.md")).read()
