@@ -1,1 +1,813 @@
+// NPY: header parsing and formatting shared with NPZ and the directory format, plus the single-file
+// .npy reader and writer.
+#include "npy.hpp"
+
 #include "readers.hpp"
+
+#include <gradcodec/error.hpp>
+#include <gradcodec/half.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <new>
+#include <string_view>
+#include <utility>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace gradcodec::formats {
+namespace npy {
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicLen = 6;
+constexpr size_t kAlign = 64;             // numpy's ARRAY_ALIGN
+constexpr size_t kGrowthAxisDigits = 21;  // numpy's GROWTH_AXIS_MAX_DIGITS
+constexpr int kMaxDepth = 32;             // nesting of tuples/lists in a header
+
+[[noreturn]] void input_error(const std::string& where, const std::string& what) {
+  fail(ErrorCode::Input, where + ": " + what);
+}
+
+uint32_t read_le(const uint8_t* p, size_t n) {
+  uint32_t v = 0;
+  for (size_t i = n; i-- > 0;) v = (v << 8) | p[i];
+  return v;
+}
+
+// a × b, or false when it does not fit in 63 bits.
+bool mul_checked(uint64_t a, uint64_t b, uint64_t& out) {
+  if (a != 0 && b > (uint64_t{1} << 63) / a) return false;
+  out = a * b;
+  return out <= (uint64_t{1} << 63);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A strict parser for the Python literals numpy writes in a header: a dict of str keys whose
+// values are str, int, True/False/None, tuples and lists. Nothing is evaluated.
+
+struct ParseError {
+  std::string what;
+  size_t offset;
+};
+
+struct Value {
+  enum class Kind { Str, Int, Bool, None, Tuple, List } kind = Kind::None;
+  std::string str;            // Str: the decoded text
+  bool negative = false;      // Int
+  bool too_big = false;       // Int: beyond 2^64 - 1
+  uint64_t magnitude = 0;     // Int
+  bool boolean = false;       // Bool
+  std::vector<Value> items;   // Tuple, List
+  size_t begin = 0, end = 0;  // the literal's span in the parsed text
+};
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : s_(text) {}
+
+  // The whole text must be one dict literal, surrounded by whitespace only.
+  std::vector<std::pair<std::string, Value>> dict() {
+    std::vector<std::pair<std::string, Value>> out;
+    expect('{');
+    if (!eat('}')) {
+      for (;;) {
+        skip_ws();
+        size_t at = i_;
+        Value key = value(1);
+        if (key.kind != Value::Kind::Str) error("dict key is not a string", at);
+        expect(':');
+        out.emplace_back(std::move(key.str), value(1));
+        if (eat('}')) break;
+        expect(',');
+        if (eat('}')) break;  // trailing comma
+      }
+    }
+    skip_ws();
+    if (i_ != s_.size()) error("unexpected text after the dict", i_);
+    return out;
+  }
+
+  // The whole text must be one literal (used to check a descr before writing it).
+  Value single() {
+    Value v = value(0);
+    skip_ws();
+    if (i_ != s_.size()) error("unexpected text after the value", i_);
+    return v;
+  }
+
+ private:
+  std::string_view s_;
+  size_t i_ = 0;
+
+  [[noreturn]] void error(const std::string& what, size_t at) { throw ParseError{what, at}; }
+
+  void skip_ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r' ||
+                              s_[i_] == '\f' || s_[i_] == '\v'))
+      ++i_;
+  }
+  bool eat(char c) {
+    skip_ws();
+    if (i_ < s_.size() && s_[i_] == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!eat(c)) error(std::string("expected '") + c + "'", i_);
+  }
+
+  Value value(int depth) {
+    if (depth > kMaxDepth) error("nesting too deep", i_);
+    skip_ws();
+    if (i_ >= s_.size()) error("unexpected end of header", i_);
+    size_t begin = i_;
+    Value v;
+    char c = s_[i_];
+    if (c == '\'' || c == '"') {
+      v = string();
+    } else if (c == '-' || c == '+' || (c >= '0' && c <= '9')) {
+      v = integer();
+    } else if (c == '(' || c == '[') {
+      ++i_;
+      char close = c == '(' ? ')' : ']';
+      v.kind = c == '(' ? Value::Kind::Tuple : Value::Kind::List;
+      bool comma = false;
+      while (!eat(close)) {
+        v.items.push_back(value(depth + 1));
+        if (eat(close)) break;
+        expect(',');
+        comma = true;
+      }
+      // "(x)" is x in parentheses, not a tuple; "()" and "(x,)" are tuples.
+      if (c == '(' && v.items.size() == 1 && !comma) {
+        Value inner = std::move(v.items[0]);
+        inner.begin = begin;
+        inner.end = i_;
+        return inner;
+      }
+    } else if (s_.substr(i_, 4) == "True" || s_.substr(i_, 5) == "False" ||
+               s_.substr(i_, 4) == "None") {
+      v.kind = c == 'N' ? Value::Kind::None : Value::Kind::Bool;
+      v.boolean = c == 'T';
+      i_ += c == 'F' ? 5 : 4;
+      if (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_'))
+        error("unknown name", begin);
+    } else {
+      error("unexpected character", i_);
+    }
+    v.begin = begin;
+    v.end = i_;
+    return v;
+  }
+
+  Value string() {
+    Value v;
+    v.kind = Value::Kind::Str;
+    char quote = s_[i_++];
+    for (;;) {
+      if (i_ >= s_.size()) error("unterminated string", i_);
+      char c = s_[i_++];
+      if (c == quote) break;
+      if (c == '\n' || c == '\r') error("newline in string", i_ - 1);
+      if (c != '\\') {
+        v.str += c;
+        continue;
+      }
+      if (i_ >= s_.size()) error("unterminated string", i_);
+      char e = s_[i_++];
+      switch (e) {
+        case '\\': case '\'': case '"': v.str += e; break;
+        case 'n': v.str += '\n'; break;
+        case 't': v.str += '\t'; break;
+        case 'r': v.str += '\r'; break;
+        case 'x': {
+          if (i_ + 2 > s_.size() || !std::isxdigit(static_cast<unsigned char>(s_[i_])) ||
+              !std::isxdigit(static_cast<unsigned char>(s_[i_ + 1])))
+            error("bad \\x escape", i_ - 2);
+          unsigned code = static_cast<unsigned>(std::stoul(std::string(s_.substr(i_, 2)), nullptr, 16));
+          i_ += 2;
+          if (code < 0x80) {
+            v.str += static_cast<char>(code);
+          } else {  // a latin-1 code point, kept as UTF-8 like the rest of the text
+            v.str += static_cast<char>(0xC0 | (code >> 6));
+            v.str += static_cast<char>(0x80 | (code & 0x3F));
+          }
+          break;
+        }
+        default: error(std::string("unsupported escape \\") + e, i_ - 2);
+      }
+    }
+    return v;
+  }
+
+  Value integer() {
+    Value v;
+    v.kind = Value::Kind::Int;
+    if (s_[i_] == '-' || s_[i_] == '+') {
+      v.negative = s_[i_] == '-';
+      ++i_;
+      skip_ws();
+    }
+    if (i_ >= s_.size() || !(s_[i_] >= '0' && s_[i_] <= '9')) error("expected a digit", i_);
+    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
+      uint64_t d = static_cast<uint64_t>(s_[i_] - '0');
+      if (v.magnitude > (UINT64_MAX - d) / 10) v.too_big = true;
+      if (!v.too_big) v.magnitude = v.magnitude * 10 + d;
+      ++i_;
+    }
+    if (i_ < s_.size() && (s_[i_] == 'L' || s_[i_] == 'l')) ++i_;  // Python 2 long, as numpy accepts
+    if (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '.' ||
+                           s_[i_] == '_'))
+      error("not an integer", i_);
+    return v;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// dtype descriptions.
+
+struct Descr {
+  DType dtype = DType::Other;
+  uint64_t itemsize = 0;
+  bool object = false;      // contains Python objects: the data is a pickle
+  bool big_endian = false;  // floats stored big-endian
+};
+
+bool parse_count(std::string_view s, uint64_t& n) {
+  if (s.empty() || s.size() > 19) return false;
+  n = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return true;
+}
+
+// A simple descr string such as "<f4", "|b1", "<U5", "|V8", "|O", "<M8[ns]".
+bool simple_descr(std::string_view s, Descr& d) {
+  char order = '=';
+  if (!s.empty() && (s[0] == '<' || s[0] == '>' || s[0] == '=' || s[0] == '|')) {
+    order = s[0];
+    s.remove_prefix(1);
+  }
+  if (s.empty()) return false;
+  char kind = s[0];
+  std::string_view rest = s.substr(1);
+  uint64_t n = 0;
+  d = Descr{};
+  switch (kind) {
+    case 'O':  // object: numpy writes "|O"; "|O8" on older versions
+      if (!(rest.empty() || rest == "8" || rest == "4")) return false;
+      d.object = true;
+      return true;
+    case 'b':
+      if (rest != "1") return false;
+      d.itemsize = 1;
+      return true;
+    case 'i':
+    case 'u':
+      if (!parse_count(rest, n) || !(n == 1 || n == 2 || n == 4 || n == 8)) return false;
+      d.itemsize = n;
+      return true;
+    case 'f':
+      if (!parse_count(rest, n)) return false;
+      if (n == 2 || n == 4 || n == 8) {
+        d.dtype = n == 2 ? DType::F16 : n == 4 ? DType::F32 : DType::F64;
+        bool native_big = std::endian::native == std::endian::big;
+        d.big_endian = order == '>' || ((order == '=' || order == '|') && native_big);
+      } else if (!(n == 10 || n == 12 || n == 16)) {  // long double stays Other
+        return false;
+      }
+      d.itemsize = n;
+      return true;
+    case 'c':
+      if (!parse_count(rest, n) || !(n == 8 || n == 16 || n == 20 || n == 24 || n == 32)) return false;
+      d.itemsize = n;
+      return true;
+    case 'S':
+    case 'a':
+    case 'V':
+      if (!parse_count(rest, n)) return false;
+      d.itemsize = n;
+      return true;
+    case 'U':
+      if (!parse_count(rest, n) || !mul_checked(n, 4, d.itemsize)) return false;
+      return true;
+    case 'M':
+    case 'm': {
+      if (rest.substr(0, 1) != "8") return false;
+      rest.remove_prefix(1);
+      if (!rest.empty()) {  // "[ns]", "[10ms]", "[D]"
+        if (rest.size() < 3 || rest.front() != '[' || rest.back() != ']') return false;
+        for (char c : rest.substr(1, rest.size() - 2))
+          if (!std::isalnum(static_cast<unsigned char>(c))) return false;
+      }
+      d.itemsize = 8;
+      return true;
+    }
+    default: return false;
+  }
+}
+
+bool shape_product(const Value& v, uint64_t& n) {
+  n = 1;
+  if (v.kind == Value::Kind::Int) {
+    if (v.negative || v.too_big) return false;
+    return mul_checked(n, v.magnitude, n);
+  }
+  if (v.kind != Value::Kind::Tuple) return false;
+  for (const Value& d : v.items)
+    if (d.kind != Value::Kind::Int || d.negative || d.too_big || !mul_checked(n, d.magnitude, n))
+      return false;
+  return true;
+}
+
+// A structured descr: [(name, type[, shape]), ...] with name a str or a (title, name) tuple and
+// type a simple descr or a nested list. Padding fields ('', '|V4') count like any other.
+bool list_descr(const Value& v, Descr& d, int depth) {
+  if (v.kind != Value::Kind::List || depth > kMaxDepth) return false;
+  d = Descr{};
+  for (const Value& f : v.items) {
+    if (f.kind != Value::Kind::Tuple || f.items.size() < 2 || f.items.size() > 3) return false;
+    const Value& name = f.items[0];
+    bool name_ok = name.kind == Value::Kind::Str ||
+                   (name.kind == Value::Kind::Tuple && name.items.size() == 2 &&
+                    name.items[0].kind == Value::Kind::Str && name.items[1].kind == Value::Kind::Str);
+    if (!name_ok) return false;
+    Descr fd;
+    const Value& type = f.items[1];
+    if (type.kind == Value::Kind::Str) {
+      if (!simple_descr(type.str, fd)) return false;
+    } else if (!list_descr(type, fd, depth + 1)) {
+      return false;
+    }
+    uint64_t count = 1, bytes = 0;
+    if (f.items.size() == 3 && !shape_product(f.items[2], count)) return false;
+    if (!mul_checked(fd.itemsize, count, bytes) || d.itemsize > (uint64_t{1} << 62) - bytes)
+      return false;
+    d.itemsize += bytes;
+    d.object = d.object || fd.object;
+  }
+  return true;
+}
+
+bool classify(const Value& v, Descr& d) {
+  if (v.kind == Value::Kind::Str) return simple_descr(v.str, d);
+  return list_descr(v, d, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text encodings: headers 1.0/2.0 are latin-1, 3.0 is UTF-8; descr strings are kept as UTF-8.
+
+std::string latin1_to_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x80) {
+      out += ch;
+    } else {
+      out += static_cast<char>(0xC0 | (c >> 6));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    }
+  }
+  return out;
+}
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : 9;
+    if (n == 9 || (n == 1 && c < 0xC2)) return false;  // stray continuation byte, overlong
+    if (n > 0 && i + n >= s.size()) return false;        // sequence cut short
+    for (size_t k = 1; k <= n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+// UTF-8 → latin-1 when every character fits, as numpy's choice of version 1.0/2.0 over 3.0.
+bool utf8_to_latin1(std::string_view s, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else if ((c == 0xC2 || c == 0xC3) && i + 1 < s.size() &&
+               (static_cast<unsigned char>(s[i + 1]) & 0xC0) == 0x80) {
+      out += static_cast<char>(((c & 0x1F) << 6) | (static_cast<unsigned char>(s[++i]) & 0x3F));
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data conversion.
+
+template <size_t N>
+void swap_elements(uint8_t* p, uint64_t count) {
+  for (uint64_t i = 0; i < count; ++i, p += N) std::reverse(p, p + N);
+}
+
+void byteswap(uint8_t* p, uint64_t count, uint64_t itemsize) {
+  switch (itemsize) {
+    case 2: swap_elements<2>(p, count); break;
+    case 4: swap_elements<4>(p, count); break;
+    case 8: swap_elements<8>(p, count); break;
+    default: break;
+  }
+}
+
+// Fortran order (first index fastest) → C order (last index fastest), element by element.
+template <size_t N>
+void fortran_to_c_fixed(const uint8_t* src, uint8_t* dst, const std::vector<uint64_t>& shape,
+                        uint64_t item) {
+  const size_t nd = shape.size();
+  std::vector<uint64_t> stride(nd), idx(nd, 0);  // Fortran strides, in elements
+  uint64_t s = 1;
+  for (size_t k = 0; k < nd; ++k) {
+    stride[k] = s;
+    s *= shape[k];
+  }
+  const uint64_t total = s, row = shape[nd - 1], row_stride = stride[nd - 1];
+  const uint64_t isz = N ? N : item;
+  uint64_t base = 0;  // Fortran offset of (idx[0], ..., idx[nd-2], 0)
+  for (uint64_t out = 0; out < total; out += row) {
+    uint8_t* d = dst + out * isz;
+    const uint8_t* sp = src + base * isz;
+    for (uint64_t j = 0; j < row; ++j) std::memcpy(d + j * isz, sp + j * row_stride * isz, isz);
+    for (size_t k = nd - 1; k-- > 0;) {
+      base += stride[k];
+      if (++idx[k] < shape[k]) break;
+      base -= stride[k] * shape[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+void fortran_to_c(const uint8_t* src, uint8_t* dst, const std::vector<uint64_t>& shape, uint64_t item) {
+  switch (item) {
+    case 1: fortran_to_c_fixed<1>(src, dst, shape, item); break;
+    case 2: fortran_to_c_fixed<2>(src, dst, shape, item); break;
+    case 4: fortran_to_c_fixed<4>(src, dst, shape, item); break;
+    case 8: fortran_to_c_fixed<8>(src, dst, shape, item); break;
+    default: fortran_to_c_fixed<0>(src, dst, shape, item); break;
+  }
+}
+
+std::string shape_repr(const std::vector<uint64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) s += ",";
+  return s + ")";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+uint64_t header_end(const uint8_t* p, size_t avail, uint64_t total_size, const std::string& where) {
+  if (avail < 8 || std::memcmp(p, kMagic, kMagicLen) != 0) {
+    if (avail >= kMagicLen && std::memcmp(p, kMagic, kMagicLen) == 0)
+      input_error(where, "truncated NPY preamble (" + std::to_string(total_size) + " bytes)");
+    input_error(where, "not an NPY file (bad magic)");
+  }
+  unsigned major = p[6], minor = p[7];
+  if (major < 1 || major > 3 || minor != 0)
+    input_error(where, "unsupported NPY version " + std::to_string(major) + "." +
+                           std::to_string(minor) + " (supported: 1.0, 2.0, 3.0)");
+  size_t len_bytes = major == 1 ? 2 : 4;
+  if (avail < 8 + len_bytes)
+    input_error(where, "truncated NPY preamble (" + std::to_string(total_size) + " bytes)");
+  uint64_t hlen = read_le(p + 8, len_bytes);
+  if (hlen > kMaxHeaderLength)
+    input_error(where, "NPY header length " + std::to_string(hlen) + " exceeds the limit of " +
+                           std::to_string(kMaxHeaderLength) + " bytes");
+  uint64_t end = 8 + len_bytes + hlen;
+  if (end > total_size)
+    input_error(where, "NPY header length " + std::to_string(hlen) +
+                           " goes beyond the end of the data (" + std::to_string(total_size) +
+                           " bytes)");
+  return end;
+}
+
+Header parse_header(const uint8_t* p, uint64_t end, uint64_t total_size, const std::string& where) {
+  unsigned major = p[6];
+  size_t start = major == 1 ? 10 : 12;
+  std::string_view raw(reinterpret_cast<const char*>(p + start), end - start);
+  std::string text;
+  if (major < 3) {
+    text = latin1_to_utf8(raw);
+  } else {
+    if (!valid_utf8(raw)) input_error(where, "malformed NPY header: not valid UTF-8");
+    text = raw;
+  }
+
+  Header h;
+  const Value *descr = nullptr, *fortran = nullptr, *shape = nullptr;
+  std::vector<std::pair<std::string, Value>> dict;
+  try {
+    dict = Parser(text).dict();
+  } catch (const ParseError& e) {
+    input_error(where, "malformed NPY header: " + e.what + " at byte " +
+                           std::to_string(start + e.offset));
+  }
+  for (const auto& [key, value] : dict) {
+    const Value** slot = key == "descr" ? &descr : key == "fortran_order" ? &fortran
+                         : key == "shape" ? &shape : nullptr;
+    if (!slot) input_error(where, "malformed NPY header: unexpected key '" + key + "'");
+    if (*slot) input_error(where, "malformed NPY header: duplicate key '" + key + "'");
+    *slot = &value;
+  }
+  if (!descr || !fortran || !shape)
+    input_error(where, std::string("malformed NPY header: missing key '") +
+                           (!descr ? "descr" : !fortran ? "fortran_order" : "shape") + "'");
+  if (fortran->kind != Value::Kind::Bool)
+    input_error(where, "malformed NPY header: fortran_order is not True or False");
+  h.fortran_order = fortran->boolean;
+
+  if (shape->kind != Value::Kind::Tuple)
+    input_error(where, "malformed NPY header: shape is not a tuple");
+  for (const Value& d : shape->items) {
+    if (d.kind != Value::Kind::Int) input_error(where, "malformed NPY header: shape holds a non-integer");
+    std::string digits = text.substr(d.begin, d.end - d.begin);
+    if (d.negative && d.magnitude != 0) input_error(where, "negative dimension " + digits + " in shape");
+    if (d.too_big) input_error(where, "dimension " + digits + " in shape is too large");
+    h.info.shape.push_back(d.magnitude);
+  }
+
+  Descr dd;
+  std::string descr_text = descr->kind == Value::Kind::Str
+                               ? descr->str
+                               : text.substr(descr->begin, descr->end - descr->begin);
+  if (!classify(*descr, dd)) input_error(where, "unknown dtype descr " + descr_text);
+  h.info.dtype = dd.dtype;
+  h.info.descr = descr_text;
+  h.info.big_endian = dd.big_endian;
+  h.swap = dd.big_endian;
+  h.pickled = dd.object;
+  h.itemsize = dd.object ? 0 : dd.itemsize;
+  h.data_offset = end;
+
+  uint64_t elements = 1;
+  for (uint64_t d : h.info.shape)
+    if (!mul_checked(elements, d, elements))
+      input_error(where, "shape " + shape_string(h.info.shape) + " has too many elements");
+  uint64_t available = total_size - end;
+  if (h.pickled) {
+    h.data_bytes = available;
+  } else {
+    if (!mul_checked(elements, h.itemsize, h.data_bytes))
+      input_error(where, "shape " + shape_string(h.info.shape) + " of " + descr_text +
+                             " overflows the size of any file");
+    if (h.data_bytes > available)
+      input_error(where, "truncated: shape " + shape_string(h.info.shape) + " of " + descr_text +
+                             " needs " + std::to_string(h.data_bytes) + " bytes of data, only " +
+                             std::to_string(available) + " follow the header");
+  }
+  return h;
+}
+
+Header parse_stream(const uint8_t* p, uint64_t size, const std::string& where) {
+  uint64_t end = header_end(p, static_cast<size_t>(std::min<uint64_t>(size, kPreambleBytes)), size, where);
+  return parse_header(p, end, size, where);
+}
+
+std::shared_ptr<uint8_t[]> allocate(uint64_t n, const std::string& where) {
+  try {
+    return std::shared_ptr<uint8_t[]>(new uint8_t[n ? n : 1]);
+  } catch (const std::bad_alloc&) {
+    input_error(where, "cannot allocate " + std::to_string(n) + " bytes for the array");
+  }
+}
+
+Buffer to_tensor_data(const Header& h, Buffer raw, const std::string& where) {
+  if (h.pickled || h.data_bytes == 0) return raw;
+  size_t non_trivial = 0;
+  for (uint64_t d : h.info.shape) non_trivial += d > 1;
+  bool transpose = h.fortran_order && non_trivial > 1;
+  bool misaligned = is_float(h.info.dtype) && reinterpret_cast<uintptr_t>(raw.data()) % h.itemsize != 0;
+  if (!transpose && !h.swap && !misaligned) return raw;
+
+  std::shared_ptr<uint8_t[]> owned = allocate(h.data_bytes, where);
+  if (transpose) {
+    fortran_to_c(raw.data(), owned.get(), h.info.shape, h.itemsize);
+  } else {
+    std::memcpy(owned.get(), raw.data(), h.data_bytes);
+  }
+  if (h.swap) byteswap(owned.get(), h.data_bytes / h.itemsize, h.itemsize);
+  uint8_t* p = owned.get();
+  return Buffer::view(std::move(owned), p, h.data_bytes);
+}
+
+void write_array(const Tensor& t, const Sink& out, std::vector<std::string>& warnings) {
+  const TensorInfo& info = t.info;
+  const std::string who = "tensor " + info.name;
+  const bool be = info.big_endian;
+  std::string descr_literal;
+  uint64_t itemsize = 0;
+  bool bf16 = false, swap = false, pickled = false;
+  switch (info.dtype) {
+    case DType::F16: descr_literal = be ? "'>f2'" : "'<f2'"; itemsize = 2; break;
+    case DType::BF16:  // numpy has no bfloat16: float32 holds every bf16 value exactly
+    case DType::F32: descr_literal = be ? "'>f4'" : "'<f4'"; itemsize = 4; break;
+    case DType::F64: descr_literal = be ? "'>f8'" : "'<f8'"; itemsize = 8; break;
+    case DType::Other: {
+      if (info.descr.empty())
+        fail(ErrorCode::Usage, who + ": dtype other without a numpy descr cannot be written to NPY");
+      if (!valid_utf8(info.descr))
+        fail(ErrorCode::Usage, who + ": dtype descr is not valid UTF-8");
+      bool is_list = info.descr.front() == '[';
+      if (!is_list && info.descr.find_first_of("'\"\\\n") != std::string::npos)
+        fail(ErrorCode::Usage, who + ": dtype descr " + info.descr + " cannot be written to NPY");
+      descr_literal = is_list ? info.descr : "'" + info.descr + "'";
+      Descr dd;
+      bool ok = false;
+      try {
+        Value v = Parser(descr_literal).single();
+        ok = classify(v, dd);
+      } catch (const ParseError&) {
+        ok = false;
+      }
+      if (!ok || dd.dtype != DType::Other)
+        fail(ErrorCode::Usage, who + ": dtype descr " + info.descr + " cannot be written to NPY");
+      pickled = dd.object;
+      itemsize = dd.itemsize;
+      break;
+    }
+  }
+  if (is_float(info.dtype)) {
+    bf16 = info.dtype == DType::BF16;
+    swap = be;
+  }
+  const uint64_t elements = info.elements();
+  if (!pickled) {
+    uint64_t in_size = 0;
+    uint64_t in_item = is_float(info.dtype) ? dtype_size(info.dtype) : itemsize;
+    if (!mul_checked(elements, in_item, in_size) || in_size != t.data.size())
+      fail(ErrorCode::Internal, who + ": data holds " + std::to_string(t.data.size()) +
+                                    " bytes, shape " + shape_string(info.shape) + " needs " +
+                                    std::to_string(elements) + " × " + std::to_string(in_item));
+  }
+
+  // The header exactly as numpy 1.24 formats it (numpy/lib/format.py: _write_array_header).
+  std::string dict = "{'descr': " + descr_literal + ", 'fortran_order': False, 'shape': " +
+                     shape_repr(info.shape) + ", }";
+  if (!info.shape.empty()) dict.append(kGrowthAxisDigits - std::to_string(info.shape[0]).size(), ' ');
+  std::string encoded;
+  unsigned major = 1;
+  if (!utf8_to_latin1(dict, encoded)) {
+    major = 3;
+    encoded = dict;
+  }
+  size_t len_bytes = major == 1 ? 2 : 4;
+  uint64_t hlen = encoded.size() + 1;
+  uint64_t pad = kAlign - (kMagicLen + 2 + len_bytes + hlen) % kAlign;
+  if (major == 1 && hlen + pad > 0xFFFF) {
+    major = 2;
+    len_bytes = 4;
+    pad = kAlign - (kMagicLen + 2 + len_bytes + hlen) % kAlign;
+  }
+  uint64_t stored = hlen + pad;
+  if (stored > kMaxHeaderLength)
+    fail(ErrorCode::Usage, who + ": dtype descr too long for an NPY header");
+  std::string header(kMagic, kMagicLen);
+  header += static_cast<char>(major);
+  header += '\0';
+  for (size_t i = 0; i < len_bytes; ++i) header += static_cast<char>((stored >> (8 * i)) & 0xFF);
+  header += encoded;
+  header.append(pad, ' ');
+  header += '\n';
+
+  if (bf16)
+    warnings.push_back(who + ": bf16 stored as float32 (numpy has no bfloat16)");
+  out(header.data(), header.size());
+  if (!bf16 && !swap) {
+    out(t.data.data(), t.data.size());
+    return;
+  }
+  // Converted data goes out in chunks: no second copy of the whole tensor.
+  constexpr uint64_t kChunk = 1 << 14;
+  std::vector<uint8_t> buf(kChunk * itemsize);
+  const uint8_t* src = t.data.data();
+  const uint64_t in_item = dtype_size(info.dtype);
+  for (uint64_t done = 0; done < elements;) {
+    uint64_t n = std::min(kChunk, elements - done);
+    if (bf16) {
+      for (uint64_t i = 0; i < n; ++i) {
+        uint16_t b;
+        std::memcpy(&b, src + (done + i) * 2, 2);
+        float f = bf16_to_f32(b);
+        std::memcpy(buf.data() + i * 4, &f, 4);
+      }
+    } else {
+      std::memcpy(buf.data(), src + done * in_item, n * in_item);
+    }
+    if (swap) byteswap(buf.data(), n, itemsize);
+    out(buf.data(), n * itemsize);
+    done += n;
+  }
+}
+
+void check_file_name(const std::string& name, const std::string& where) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos)
+    fail(ErrorCode::Usage, where + ": tensor name '" + name +
+                               "' cannot be a file name in the directory (it is empty, '.' or "
+                               "'..', or contains '/')");
+}
+
+void sync_file(const std::string& path, const std::string& target) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  bool ok = fd >= 0 && ::fsync(fd) == 0;
+  int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok) fail(ErrorCode::Input, target + ": write failed: " + std::strerror(err));
+}
+
+}  // namespace npy
+
+// ---------------------------------------------------------------------------------------------
+// The .npy reader and writer.
+
+namespace {
+
+class NpyReader final : public SnapshotReader {
+ public:
+  explicit NpyReader(std::shared_ptr<const InputFile> file) : file_(std::move(file)) {
+    header_ = npy::parse_stream(file_->data(), file_->size(), file_->path());
+    // An array read from standard input gets numpy's default name for unnamed arrays.
+    header_.info.name = file_->path() == "<stdin>"
+                            ? "arr_0"
+                            : std::filesystem::path(file_->path()).stem().string();
+    infos_.push_back(header_.info);
+  }
+  Format format() const override { return Format::Npy; }
+  const std::string& path() const override { return file_->path(); }
+  const std::vector<TensorInfo>& arrays() const override { return infos_; }
+  Tensor read(size_t i) override {
+    if (i != 0) fail(ErrorCode::Internal, file_->path() + ": array index out of range");
+    Buffer raw = file_->slice(header_.data_offset, header_.data_bytes);
+    return Tensor{header_.info, npy::to_tensor_data(header_, std::move(raw), file_->path())};
+  }
+
+ private:
+  std::shared_ptr<const InputFile> file_;
+  npy::Header header_;
+  std::vector<TensorInfo> infos_;
+};
+
+class NpyWriter final : public SnapshotWriter {
+ public:
+  NpyWriter(const std::string& path, bool overwrite) : path_(path), out_(path, overwrite) {}
+  void add(const Tensor& t) override {
+    if (started_)
+      fail(ErrorCode::Usage, path_ + ": an .npy file holds exactly one tensor (write several "
+                                     "to an .npz or a directory)");
+    npy::write_array(t, [&](const void* p, size_t n) {
+      started_ = true;
+      out_.write(p, n);
+    }, warnings_);
+    complete_ = true;
+  }
+  void finish() override {
+    if (!started_) fail(ErrorCode::Usage, path_ + ": no tensor to write");
+    if (!complete_) fail(ErrorCode::Internal, path_ + ": an earlier write failed");
+    out_.commit();
+  }
+  std::vector<std::string> take_warnings() override { return std::exchange(warnings_, {}); }
+
+ private:
+  std::string path_;
+  AtomicOutput out_;
+  bool started_ = false, complete_ = false;
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace
+
+std::unique_ptr<SnapshotReader> open_npy(std::shared_ptr<const InputFile> file) {
+  return std::make_unique<NpyReader>(std::move(file));
+}
+
+std::unique_ptr<SnapshotWriter> create_npy(const std::string& path, bool overwrite) {
+  return std::make_unique<NpyWriter>(path, overwrite);
+}
+
+}  // namespace gradcodec::formats

@@ -50,50 +50,68 @@ void ByteReader::corrupt(const std::string& why) const {
   fail(ErrorCode::Corrupt, what_ + ": " + why + " (at byte " + std::to_string(pos_) + ")");
 }
 
-void BitWriter::put(uint64_t value, unsigned nbits) {
-  if (nbits == 0) return;
-  if (nbits < 64) value &= (uint64_t{1} << nbits) - 1;
-  bits_ += nbits;
-  // Emit in chunks so acc_ never overflows.
-  while (nbits > 0) {
-    unsigned take = nbits > 32 ? 32 : nbits;
-    uint64_t chunk = value >> (nbits - take);
-    if (take < 64) chunk &= (uint64_t{1} << take) - 1;
-    acc_ = (acc_ << take) | chunk;
-    nacc_ += take;
-    nbits -= take;
-    while (nacc_ >= 8) {
-      nacc_ -= 8;
-      out_.push_back(static_cast<uint8_t>(acc_ >> nacc_));
-    }
-    acc_ &= (uint64_t{1} << nacc_) - 1;
-  }
+void BitWriter::emit32() {
+  nacc_ -= 32;
+  const uint32_t w = static_cast<uint32_t>(acc_ >> nacc_);
+  const uint8_t b[4] = {static_cast<uint8_t>(w >> 24), static_cast<uint8_t>(w >> 16), static_cast<uint8_t>(w >> 8),
+                        static_cast<uint8_t>(w)};
+  out_.insert(out_.end(), b, b + 4);
+  acc_ &= (uint64_t{1} << nacc_) - 1;
+}
+
+void BitWriter::zeros(uint64_t n) {
+  while (n >= 32) put32(0, 32), n -= 32;
+  if (n) put32(0, static_cast<unsigned>(n));
 }
 
 void BitWriter::flush() {
-  if (nacc_ > 0) {
-    out_.push_back(static_cast<uint8_t>(acc_ << (8 - nacc_)));
-    acc_ = 0;
-    nacc_ = 0;
-  }
+  if (nacc_ == 0) return;
+  const unsigned nbytes = (nacc_ + 7) / 8;
+  const uint64_t v = acc_ << (nbytes * 8 - nacc_);
+  for (unsigned i = nbytes; i-- > 0;) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  acc_ = 0;
+  nacc_ = 0;
 }
 
-uint64_t BitReader::get(unsigned nbits) {
+void BitReader::corrupt(const std::string& why) const {
+  fail(ErrorCode::Corrupt, what_ + ": " + why + " (at bit " + std::to_string(pos_) + ")");
+}
+
+uint64_t BitReader::get_slow(unsigned nbits) {
   if (nbits == 0) return 0;
-  if (nbits > bits_left())
-    fail(ErrorCode::Corrupt, what_ + ": bit stream ends early (at bit " + std::to_string(pos_) + ")");
+  if (nbits > 64) fail(ErrorCode::Internal, what_ + ": BitReader::get of more than 64 bits");
+  if (nbits > bits_left()) corrupt("bit stream ends early");
   uint64_t v = 0;
   while (nbits > 0) {
-    uint64_t byte = d_[pos_ >> 3];
-    unsigned off = pos_ & 7;
-    unsigned avail = 8 - off;
-    unsigned take = nbits < avail ? nbits : avail;
-    uint64_t bits = (byte >> (avail - take)) & ((1u << take) - 1);
+    const uint64_t byte = d_[pos_ >> 3];
+    const unsigned off = pos_ & 7;
+    const unsigned avail = 8 - off;
+    const unsigned take = nbits < avail ? nbits : avail;
+    const uint64_t bits = (byte >> (avail - take)) & ((1u << take) - 1);
     v = (v << take) | bits;
     pos_ += take;
     nbits -= take;
   }
   return v;
+}
+
+uint64_t BitReader::unary(uint64_t limit) {
+  uint64_t zeros = 0;
+  for (;;) {
+    const uint64_t left = bits_left();
+    if (left == 0) corrupt("bit stream ends early in a unary code");
+    const unsigned take = left < 56 ? static_cast<unsigned>(left) : 56;
+    const uint64_t w = get(take) << (64 - take);  // top-aligned window
+    if (w != 0) {
+      const unsigned z = static_cast<unsigned>(std::countl_zero(w));
+      pos_ -= take - z - 1;  // give back what follows the terminating 1
+      zeros += z;
+      if (zeros > limit) corrupt("unary code longer than " + std::to_string(limit));
+      return zeros;
+    }
+    zeros += take;
+    if (zeros > limit) corrupt("unary code longer than " + std::to_string(limit));
+  }
 }
 
 unsigned bits_for(uint64_t n) noexcept {

@@ -78,31 +78,72 @@ class ByteReader {
   std::string what_;
 };
 
-// MSB-first bit packing into bytes (the last byte is zero-padded).
+// MSB-first bit packing into bytes (the last byte is zero-padded): the first bit put is the
+// most significant bit of the first byte. Up to 31 pending bits are kept in a 64-bit
+// accumulator and appended four bytes at a time: call flush() before reading `out` or appending
+// to it directly.
 class BitWriter {
  public:
   explicit BitWriter(std::vector<uint8_t>& out) : out_(out) {}
-  void put(uint64_t value, unsigned nbits);  // nbits <= 64, low nbits of value
-  void bit(bool b) { put(b ? 1u : 0u, 1); }
+  // Appends the low `nbits` bits of value, most significant first (nbits <= 64).
+  void put(uint64_t value, unsigned nbits) {
+    if (nbits > 32) {
+      put32(static_cast<uint32_t>(value >> 32) & mask32(nbits - 32), nbits - 32);
+      put32(static_cast<uint32_t>(value), 32);
+    } else if (nbits > 0) {
+      put32(static_cast<uint32_t>(value) & mask32(nbits), nbits);
+    }
+  }
+  void bit(bool b) { put32(b ? 1u : 0u, 1); }
+  void zeros(uint64_t n);                    // appends n zero bits (any n)
   void flush();                              // pads the last partial byte with zeros
   uint64_t bits_written() const { return bits_; }
 
  private:
+  static uint32_t mask32(unsigned n) { return n >= 32 ? 0xffffffffu : (uint32_t{1} << n) - 1; }
+  // n in [1, 32], v < 2^n. Invariant between calls: nacc_ < 32 and acc_ < 2^nacc_.
+  void put32(uint32_t v, unsigned n) {
+    acc_ = (acc_ << n) | v;
+    nacc_ += n;
+    bits_ += n;
+    if (nacc_ >= 32) emit32();
+  }
+  void emit32();
   std::vector<uint8_t>& out_;
   uint64_t acc_ = 0;
   unsigned nacc_ = 0;
   uint64_t bits_ = 0;
 };
 
+// Reads what BitWriter wrote. Every read is bounds-checked: reading past the end throws
+// Error(Corrupt, "<what>: bit stream ends early (at bit N)").
 class BitReader {
  public:
   BitReader(std::span<const uint8_t> data, std::string what) : d_(data), what_(std::move(what)) {}
-  uint64_t get(unsigned nbits);  // throws Corrupt past the end
+  // The next `nbits` bits (nbits <= 64) as an unsigned value, first bit most significant.
+  uint64_t get(unsigned nbits) {
+    const uint64_t byte = pos_ >> 3;
+    if (nbits <= 56 && byte + 8 <= d_.size()) {  // fast path: one unaligned 8-byte load
+      if (nbits == 0) return 0;
+      uint64_t w;
+      std::memcpy(&w, d_.data() + byte, 8);
+      w = __builtin_bswap64(w) << (pos_ & 7);
+      pos_ += nbits;
+      return w >> (64 - nbits);
+    }
+    return get_slow(nbits);
+  }
   bool bit() { return get(1) != 0; }
+  // Counts 0 bits up to the next 1 bit and consumes both (the unary code "z zeros, then 1").
+  // Throws Corrupt when more than `limit` zeros come first or the stream ends.
+  uint64_t unary(uint64_t limit);
   uint64_t bits_left() const { return d_.size() * 8 - pos_; }
   uint64_t position() const { return pos_; }
+  const std::string& what() const { return what_; }
+  [[noreturn]] void corrupt(const std::string& why) const;
 
  private:
+  uint64_t get_slow(unsigned nbits);
   std::span<const uint8_t> d_;
   uint64_t pos_ = 0;
   std::string what_;

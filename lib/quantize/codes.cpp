@@ -1,0 +1,86 @@
+#include "quantize/codes.hpp"
+
+#include <cstring>
+#include <limits>
+
+namespace gradcodec::stages::codes {
+
+const std::vector<float>& coded_values(Payload& p) {
+  return (p.sparse || p.lowrank) ? p.values : p.dense_f32();
+}
+
+uint64_t packed_bytes(uint64_t count, uint64_t bits, const char* stage) {
+  if (bits != 0 && count > (std::numeric_limits<uint64_t>::max() - 7) / bits)
+    fail(ErrorCode::Corrupt, std::string(stage) + ": " + std::to_string(count) + " values cannot be coded");
+  return (count * bits + 7) / 8;
+}
+
+std::span<const uint8_t> stream(const Streams& in, const char* name, const char* stage) {
+  const Stream* s = in.find(name);
+  if (!s) fail(ErrorCode::Corrupt, std::string(stage) + ": missing stream '" + name + "'");
+  return s->bytes;
+}
+
+void expect_bytes(const char* stage, const char* name, uint64_t got, uint64_t want) {
+  if (got != want)
+    fail(ErrorCode::Corrupt, std::string(stage) + ": " + name + " stream holds " + std::to_string(got) +
+                                 " bytes, expected " + std::to_string(want));
+}
+
+std::vector<float> read_f32s(std::span<const uint8_t> bytes, uint64_t count, const char* stage, const char* name) {
+  expect_bytes(stage, name, bytes.size(), packed_bytes(count, 32, stage));
+  std::vector<float> v(count);
+  if (count) std::memcpy(v.data(), bytes.data(), count * 4);
+  return v;
+}
+
+void write_f32s(Stream& s, std::span<const float> v) {
+  const size_t at = s.bytes.size();
+  s.bytes.resize(at + v.size() * 4);
+  if (!v.empty()) std::memcpy(s.bytes.data() + at, v.data(), v.size() * 4);
+}
+
+void BitUnpacker::expect_end() const {
+  if (pos_ != d_.size())
+    fail(ErrorCode::Corrupt, std::string(stage_) + ": " + std::to_string(d_.size() - pos_) + " trailing bytes in the " +
+                                 name_ + " stream");
+  if (acc_ != 0) fail(ErrorCode::Corrupt, std::string(stage_) + ": nonzero padding bits in the " + name_ + " stream");
+}
+
+void BitUnpacker::ended() const {
+  fail(ErrorCode::Corrupt, std::string(stage_) + ": " + name_ + " stream ends early (" + std::to_string(d_.size()) +
+                               " bytes)");
+}
+
+void pack_signs(Stream& s, std::span<const float> v) {
+  const size_t full = v.size() / 8;
+  const size_t at = s.bytes.size();
+  s.bytes.resize(at + (v.size() + 7) / 8);
+  uint8_t* out = s.bytes.data() + at;
+  for (size_t b = 0; b < full; ++b) {
+    const float* x = v.data() + 8 * b;
+    unsigned byte = 0;
+    for (int k = 0; k < 8; ++k) byte = (byte << 1) | (sign_bit(x[k]) ? 1u : 0u);
+    out[b] = static_cast<uint8_t>(byte);
+  }
+  if (const size_t rest = v.size() - 8 * full; rest > 0) {
+    unsigned byte = 0;
+    for (size_t k = 0; k < rest; ++k) byte = (byte << 1) | (sign_bit(v[8 * full + k]) ? 1u : 0u);
+    out[full] = static_cast<uint8_t>(byte << (8 - rest));
+  }
+}
+
+void expand_bits(std::span<const uint8_t> b, uint64_t count, float one, float zero, float* out) noexcept {
+  const uint64_t full = count / 8;
+  if (full >= 64) {
+    float table[256][8];
+    for (unsigned x = 0; x < 256; ++x)
+      for (unsigned j = 0; j < 8; ++j) table[x][j] = ((x >> (7 - j)) & 1u) ? one : zero;
+    for (uint64_t k = 0; k < full; ++k) std::memcpy(out + 8 * k, table[b[k]], sizeof table[0]);
+  } else {
+    for (uint64_t i = 0; i < 8 * full; ++i) out[i] = bit_at(b, i) ? one : zero;
+  }
+  for (uint64_t i = 8 * full; i < count; ++i) out[i] = bit_at(b, i) ? one : zero;
+}
+
+}  // namespace gradcodec::stages::codes

@@ -1,0 +1,134 @@
+#include "quantize/qsgd.hpp"
+
+#include "quantize/codes.hpp"
+
+#include <bit>
+#include <cmath>
+
+namespace gradcodec::stages {
+
+namespace {
+
+constexpr const char* kName = "qsgd";
+
+class Qsgd final : public Quantizer {
+ public:
+  Qsgd(uint32_t levels, uint64_t bucket, bool elias)
+      : s_(levels), bucket_(bucket), elias_(elias), level_bits_(bits_for(uint64_t{levels} + 1)) {}
+  bool stochastic() const noexcept override { return true; }
+
+  void encode(Payload& p, Streams& out, const StageContext& ctx) override {
+    const std::vector<float>& v = codes::coded_values(p);
+    const uint64_t n = v.size();
+    const uint64_t nb = codes::bucket_count(n, bucket_);
+    const uint64_t size = bucket_ == 0 ? n : bucket_;
+    std::vector<float> norms(nb);
+    std::vector<uint8_t> bytes;
+    codes::BitPacker bits(bytes, n * (1 + level_bits_));
+    Rng rng = ctx.rng(RngPurpose::Round);
+    for (uint64_t b = 0; b < nb; ++b) {
+      const uint64_t lo = b * size, hi = std::min(n, lo + size);
+      double ss = 0;
+      for (uint64_t i = lo; i < hi; ++i) ss += static_cast<double>(v[i]) * v[i];
+      const float norm = static_cast<float>(std::sqrt(ss));
+      norms[b] = norm;
+      const double scale = norm > 0 ? s_ / static_cast<double>(norm) : 0.0;
+      for (uint64_t i = lo; i < hi; ++i) {
+        const double r = std::fabs(static_cast<double>(v[i])) * scale;
+        const double u = rng.uniform();
+        uint64_t l;
+        if (r < s_) {  // NaN fails this test and the next: it codes as level 0
+          const uint64_t fl = static_cast<uint64_t>(r);  // r ≥ 0: truncation is ⌊r⌋
+          l = fl + (u < r - static_cast<double>(fl) ? 1 : 0);
+        } else {
+          l = r >= s_ ? s_ : 0;
+        }
+        put(bits, l, codes::sign_bit(v[i]));
+      }
+    }
+    bits.finish();
+    out.add(kValueStream, 1).bytes = std::move(bytes);
+    codes::write_f32s(out.add(kScaleStream, 4), norms);
+  }
+
+  void decode(Payload& p, const Streams& in, const StageContext&) override {
+    const uint64_t count = p.value_count();
+    const uint64_t nb = codes::bucket_count(count, bucket_);
+    const uint64_t size = bucket_ == 0 ? count : bucket_;
+    const std::vector<float> norms = codes::read_f32s(codes::stream(in, kScaleStream, kName), nb, kName, kScaleStream);
+    auto bytes = codes::stream(in, kValueStream, kName);
+    if (!elias_) codes::expect_bytes(kName, kValueStream, bytes.size(), codes::packed_bytes(count, 1 + level_bits_, kName));
+    else if (count > bytes.size() * 8)  // every code takes at least one bit: bound before allocating
+      fail(ErrorCode::Corrupt, std::string(kName) + ": value stream of " + std::to_string(bytes.size()) +
+                                   " bytes cannot hold " + std::to_string(count) + " codes");
+    p.values.resize(count);
+    float* out = p.values.data();
+    if (!elias_) {
+      const uint64_t level_mask = (uint64_t{1} << level_bits_) - 1;
+      uint64_t b = 0, next = 0;  // current bucket, first value of the next one
+      double step = 0;
+      codes::for_each_code(bytes, count, 1 + level_bits_, [&](uint64_t i, uint64_t code) {
+        if (i == next) step = static_cast<double>(norms[b++]) / s_, next += size;
+        const uint64_t l = code & level_mask;
+        if (l > s_) bad_level(l);
+        // sign bit 1 → +1, 0 → −1, without a branch on the (random) sign
+        const double sign = static_cast<double>(code >> level_bits_) * 2.0 - 1.0;
+        out[i] = static_cast<float>(step * static_cast<double>(l) * sign);
+      });
+      return;
+    }
+    codes::BitUnpacker bits(bytes, kName, kValueStream);
+    for (uint64_t b = 0; b < nb; ++b) {
+      const uint64_t lo = b * size, hi = std::min(count, lo + size);
+      const double step = static_cast<double>(norms[b]) / s_;
+      for (uint64_t i = lo; i < hi; ++i) {
+        bool positive = true;
+        const uint64_t l = get_elias(bits, positive);
+        out[i] = static_cast<float>(step * static_cast<double>(l) * (positive ? 1.0 : -1.0));
+      }
+    }
+    bits.expect_end();
+  }
+
+ private:
+  void put(codes::BitPacker& bits, uint64_t l, bool positive) const {
+    if (!elias_) {
+      bits.put((uint64_t{positive} << level_bits_) | l, 1 + level_bits_);
+      return;
+    }
+    const uint64_t x = l + 1;
+    const unsigned width = static_cast<unsigned>(std::bit_width(x));  // ⌊log2 x⌋ + 1
+    bits.put(x, 2 * width - 1);  // width − 1 leading zeros, then x
+    if (l > 0) bits.put(positive ? 1 : 0, 1);
+  }
+
+  [[noreturn]] void bad_level(uint64_t l) const {
+    fail(ErrorCode::Corrupt, std::string(kName) + ": level " + std::to_string(l) + " above levels=" + std::to_string(s_));
+  }
+
+  uint64_t get_elias(codes::BitUnpacker& bits, bool& positive) const {
+    const unsigned max_zeros = static_cast<unsigned>(std::bit_width(uint64_t{s_} + 1)) - 1;
+    unsigned zeros = 0;
+    while (bits.get(1) == 0)
+      if (++zeros > max_zeros) fail(ErrorCode::Corrupt, std::string(kName) + ": Elias-gamma code longer than levels allow");
+    const uint64_t x = (uint64_t{1} << zeros) | bits.get(zeros);
+    const uint64_t l = x - 1;
+    if (l > s_) bad_level(l);
+    positive = l == 0 || bits.get(1) != 0;
+    return l;
+  }
+
+  uint32_t s_;
+  uint64_t bucket_;
+  bool elias_;
+  unsigned level_bits_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_qsgd(const Params& p, uint32_t) {
+  return std::make_unique<Qsgd>(static_cast<uint32_t>(p.integer("levels")), static_cast<uint64_t>(p.integer("bucket")),
+                                p.text("coding") == "elias");
+}
+
+}  // namespace gradcodec::stages

@@ -1,0 +1,26 @@
+// sbc — Sparse Binary Compression's value coding (Sattler et al., IJCNN 2019; seed 000 §II
+// "Hybrid approaches"; ALGORITHMS.md "sbc"). Meant to follow a top-k sparsifier and precede
+// golomb: the preset `sbc` = "topk(ratio=0.01) | sbc | golomb".
+//
+// Over the coded values: μ+ = mean of the non-negative values (0 counts as +), μ− = mean of the
+// negative ones (double, sent as f32). The side with the larger |μ| is kept (a tie, or no
+// negative value, keeps +; no non-negative value keeps −); every kept value becomes that one mean,
+// the other side's values become 0.
+// Two modes, chosen from the payload alone (the decoder sees the same flags):
+//   drop    (a sparsifier's element positions, block = 1, explicit index): encode() removes the
+//           other side's positions from p.index and their values from p.values, so the index
+//           coder codes only the kept side — this is SBC proper.
+//   bitmap  (dense input, a low-rank stage's factors, block positions, or an index the decoder
+//           regenerates, e.g. randk(shared_seed=true)): positions cannot be dropped, so a keep
+//           bitmap over the coded values goes in `side`. An extension, not in the paper.
+//
+// Wire, version 1:
+//   value  the kept side's mean as one signed f32 (0 bytes when there are no values).
+//   side   bitmap mode only: 1 bit per coded value, MSB-first, zero-padded; 1 = kept (decodes to
+//          the mean), 0 = dropped (decodes to 0). Drop mode writes no side stream.
+#pragma once
+#include <gradcodec/registry.hpp>
+
+namespace gradcodec::stages {
+std::unique_ptr<Stage> make_sbc(const Params& p, uint32_t version);
+}

@@ -1,0 +1,46 @@
+#include "sparsify/threshold.hpp"
+
+#include <cmath>
+
+namespace gradcodec::stages {
+
+namespace {
+
+class Threshold final : public Reducer {
+ public:
+  explicit Threshold(double tau) : tau_(tau) {}
+  StageKind kind() const noexcept override { return StageKind::Sparsifier; }
+
+  void encode(Payload& p, Streams&, const StageContext&) override {
+    const std::vector<float>& v = p.dense_f32();
+    std::vector<uint64_t> idx;
+    std::vector<float> kept;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (std::fabs(static_cast<double>(v[i])) >= tau_) {  // false for NaN
+        idx.push_back(i);
+        kept.push_back(v[i]);
+      }
+    }
+    p.values = std::move(kept);
+    p.index = std::move(idx);
+    p.sparse = true;
+    p.universe = p.n;
+    p.block = 1;
+  }
+
+  void prepare_decode(Payload& p, const Streams&, const StageContext&) override {
+    p.sparse = true;
+    p.universe = p.n;
+    p.block = 1;
+  }
+  void decode(Payload& p, const Streams&, const StageContext&) override { scatter_to_dense(p); }
+
+ private:
+  double tau_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_threshold(const Params& p, uint32_t) { return std::make_unique<Threshold>(p.num("tau")); }
+
+}  // namespace gradcodec::stages

@@ -1,0 +1,229 @@
+#include "sparsify/topk.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <numeric>
+
+namespace gradcodec::stages {
+
+uint64_t KeepCount::of(uint64_t d) const noexcept {
+  if (d == 0) return 0;
+  uint64_t c = k;
+  if (by_ratio) c = static_cast<uint64_t>(std::llround(ratio * static_cast<double>(d)));
+  return std::clamp<uint64_t>(c, 1, d);
+}
+
+KeepCount KeepCount::from(const Params& p, const char* stage) {
+  const bool r = p.has("ratio"), n = p.has("k");
+  if (r && n) fail(ErrorCode::Usage, std::string(stage) + ": give ratio or k, not both");
+  if (!r && !n)
+    fail(ErrorCode::Usage, std::string(stage) + ": give one of ratio (fraction kept, e.g. ratio=1%) or k (count kept)");
+  KeepCount c;
+  c.by_ratio = r;
+  if (r) c.ratio = p.num("ratio");
+  else c.k = static_cast<uint64_t>(p.integer("k"));
+  return c;
+}
+
+namespace {
+
+// Radix digits of a 31-bit key, most significant first.
+constexpr unsigned kShift[3] = {20, 10, 0};
+constexpr uint32_t kBins[3] = {2048, 1024, 1024};
+inline uint32_t digit(uint32_t key, int level) { return (key >> kShift[level]) & (kBins[level] - 1); }
+
+using Hist = std::array<uint64_t, 2048>;
+
+// The bin holding the r-th largest key (r ≥ 1) of a histogram; r becomes the rank inside it.
+uint32_t pick_bin(const Hist& h, uint32_t bins, uint64_t& r) {
+  for (uint32_t b = bins; b-- > 0;) {
+    if (h[b] >= r) return b;
+    r -= h[b];
+  }
+  fail(ErrorCode::Internal, "topk: rank beyond the histogram");
+}
+
+// Finishes a radix select from `level` on keys that all share `key`'s digits above it.
+TopkCut refine(std::vector<uint32_t>& keys, uint64_t r, int level, uint32_t key) {
+  size_t m = keys.size();
+  for (; level < 3; ++level) {
+    Hist h{};
+    for (size_t j = 0; j < m; ++j) ++h[digit(keys[j], level)];
+    const uint32_t b = pick_bin(h, kBins[level], r);
+    key |= b << kShift[level];
+    size_t w = 0;
+    for (size_t j = 0; j < m; ++j)
+      if (digit(keys[j], level) == b) keys[w++] = keys[j];
+    m = w;
+  }
+  keys.resize(m);
+  return {key, r};  // r = rank among the keys equal to `key` = ties to keep
+}
+
+// Calls f(key) for every element of a floating tensor, converting 4096 elements at a time.
+template <class F>
+void for_each_key(const Tensor& t, F&& f) {
+  const uint64_t n = t.elements();
+  const size_t es = dtype_size(t.dtype());
+  if (t.data.size() < n * es) fail(ErrorCode::Internal, "topk: tensor " + t.name() + " is shorter than its shape");
+  float buf[4096];
+  for (uint64_t i = 0; i < n; i += 4096) {
+    const uint64_t c = std::min<uint64_t>(4096, n - i);
+    to_f32(t.dtype(), t.data.data() + i * es, c, buf);
+    for (uint64_t j = 0; j < c; ++j) f(magnitude_key(buf[j]));
+  }
+}
+
+// Keeps every key > cut.key and the first cut.ties keys == cut.key; ascending positions.
+std::vector<uint64_t> apply_cut(std::span<const float> v, TopkCut cut, uint64_t reserve) {
+  std::vector<uint64_t> idx;
+  idx.reserve(reserve);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint32_t key = magnitude_key(v[i]);
+    if (key > cut.key) {
+      idx.push_back(i);
+    } else if (key == cut.key && cut.ties > 0) {
+      idx.push_back(i);
+      --cut.ties;
+    }
+  }
+  return idx;
+}
+
+// scope=global: the snapshot-wide cut and the ties each tensor takes (global order = tensor
+// order, then element index).
+struct GlobalCut final : StageState {
+  bool none = true;  // the snapshot has no floating element: keep nothing
+  TopkCut cut;
+  std::vector<uint64_t> ties;  // per tensor index of the frame
+};
+
+class Topk final : public Reducer {
+ public:
+  Topk(KeepCount count, bool global) : count_(count), global_(global) {}
+  StageKind kind() const noexcept override { return StageKind::Sparsifier; }
+
+  // Three passes over the frame (one per radix digit), each loading one tensor at a time. The
+  // last pass keeps, per tensor, the non-empty bins of its last-digit histogram (≤ 1024 each).
+  std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext&) const override {
+    if (!global_) return nullptr;
+    auto plan = std::make_shared<GlobalCut>();
+    plan->ties.assign(frame.count, 0);
+    auto each = [&](auto&& per_tensor) {
+      for (size_t i = 0; i < frame.count; ++i)
+        if (is_float(frame.info(i).dtype)) per_tensor(i, frame.load(i));
+    };
+    Hist h{};
+    uint64_t total = 0;
+    each([&](size_t, const Tensor& t) {
+      total += t.elements();
+      for_each_key(t, [&](uint32_t key) { ++h[digit(key, 0)]; });
+    });
+    uint64_t r = count_.of(total);
+    if (r == 0) return plan;
+    const uint32_t b0 = pick_bin(h, kBins[0], r);
+    h.fill(0);
+    each([&](size_t, const Tensor& t) {
+      for_each_key(t, [&](uint32_t key) {
+        if (digit(key, 0) == b0) ++h[digit(key, 1)];
+      });
+    });
+    const uint32_t prefix = (b0 << 10) | pick_bin(h, kBins[1], r);  // key >> 10 of the cut
+    struct Bin {
+      size_t tensor;
+      uint32_t bin;
+      uint64_t count;
+    };
+    std::vector<Bin> bins;
+    h.fill(0);
+    each([&](size_t i, const Tensor& t) {
+      Hist local{};
+      for_each_key(t, [&](uint32_t key) {
+        if ((key >> 10) == prefix) ++local[key & 1023];
+      });
+      for (uint32_t b = 0; b < 1024; ++b) {
+        if (local[b] == 0) continue;
+        bins.push_back({i, b, local[b]});
+        h[b] += local[b];
+      }
+    });
+    const uint32_t b2 = pick_bin(h, kBins[2], r);
+    plan->none = false;
+    plan->cut = {(prefix << 10) | b2, r};
+    for (const Bin& b : bins) {
+      if (b.bin != b2 || r == 0) continue;
+      plan->ties[b.tensor] = std::min(b.count, r);
+      r -= plan->ties[b.tensor];
+    }
+    return plan;
+  }
+
+  void encode(Payload& p, Streams&, const StageContext& ctx) override {
+    const std::vector<float>& v = p.dense_f32();
+    std::vector<uint64_t> idx;
+    const auto* plan = global_ ? dynamic_cast<const GlobalCut*>(ctx.frame_plan) : nullptr;
+    if (plan) {
+      // The plan's cut applied to this tensor (its share of the snapshot's k).
+      if (ctx.tensor >= plan->ties.size()) fail(ErrorCode::Internal, "topk: tensor outside the frame plan");
+      if (!plan->none) idx = apply_cut(v, {plan->cut.key, plan->ties[ctx.tensor]}, 0);
+    } else {
+      // Layer scope; also scope=global without a frame pre-pass (a lone tensor is its snapshot).
+      idx = topk_select(v, count_.of(v.size()));
+    }
+    std::vector<float> kept(idx.size());
+    for (size_t j = 0; j < idx.size(); ++j) kept[j] = v[idx[j]];
+    p.values = std::move(kept);
+    p.index = std::move(idx);
+    p.sparse = true;
+    p.universe = p.n;
+    p.block = 1;
+  }
+
+  void prepare_decode(Payload& p, const Streams&, const StageContext&) override {
+    p.sparse = true;
+    p.universe = p.n;
+    p.block = 1;
+  }
+  void decode(Payload& p, const Streams&, const StageContext&) override { scatter_to_dense(p); }
+
+ private:
+  KeepCount count_;
+  bool global_;
+};
+
+}  // namespace
+
+TopkCut topk_cut(std::vector<uint32_t>& keys, uint64_t k) {
+  if (k == 0 || k > keys.size()) fail(ErrorCode::Internal, "topk: k outside [1, d]");
+  return refine(keys, k, 0, 0);
+}
+
+std::vector<uint64_t> topk_select(std::span<const float> v, uint64_t k) {
+  const uint64_t d = v.size();
+  k = std::min(k, d);
+  if (k == 0) return {};
+  if (k == d) {
+    std::vector<uint64_t> all(d);
+    std::iota(all.begin(), all.end(), uint64_t{0});
+    return all;
+  }
+  // First digit straight from the values; only the elements of the chosen bin are copied.
+  Hist h{};
+  for (float x : v) ++h[digit(magnitude_key(x), 0)];
+  uint64_t r = k;
+  const uint32_t b0 = pick_bin(h, kBins[0], r);
+  std::vector<uint32_t> cand;
+  cand.reserve(h[b0]);
+  for (float x : v) {
+    const uint32_t key = magnitude_key(x);
+    if (digit(key, 0) == b0) cand.push_back(key);
+  }
+  return apply_cut(v, refine(cand, r, 1, b0 << kShift[0]), k);
+}
+
+std::unique_ptr<Stage> make_topk(const Params& p, uint32_t) {
+  return std::make_unique<Topk>(KeepCount::from(p, "topk"), p.text("scope") == "global");
+}
+
+}  // namespace gradcodec::stages

@@ -1,0 +1,59 @@
+// topk — keep the k largest |g_i| of each tensor, or of the whole snapshot with scope=global
+// (ALGORITHMS.md "topk"; Aji & Heafield 2017 "Sparse Communication for Distributed Gradient
+// Descent" §2; Stich, Cordonnier & Jaggi 2018 "Sparsified SGD with Memory" §2).
+//
+// k = max(1, round(ratio·d)) (or the given k), at most d, 0 for an empty tensor. The kept set is
+// exactly the set a full sort by (|g| descending, index ascending) would pick, found in O(d) by
+// a three-digit radix select on the magnitude bits (11 + 10 + 10 bits) — never a full sort.
+// Ranking is on the f32 working values. NaN magnitudes rank lowest (below ±0, which tie), so a
+// NaN is kept only when k exceeds the number of non-NaN elements; ±Inf rank highest.
+// Wire: no stream of its own; positions ascending go to the index coder, kept values (the
+// input's own elements) to the value codec.
+#pragma once
+#include <gradcodec/registry.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+namespace gradcodec::stages {
+
+// How many positions a sparsifier keeps: a fraction `ratio` of the universe or a count `k`.
+struct KeepCount {
+  bool by_ratio = true;
+  double ratio = 0;
+  uint64_t k = 0;
+  // max(1, round(ratio·d)) or k, never more than d; 0 when d = 0 (round half away from zero).
+  uint64_t of(uint64_t d) const noexcept;
+  // Reads `ratio` | `k`; throws Error(Usage) naming `stage` unless exactly one of them is given.
+  static KeepCount from(const Params& p, const char* stage);
+};
+
+// Ranking key of |v|: a larger magnitude gives a larger key; ±0 → 1, NaN → 0 (ranks lowest).
+// Keys fit in 31 bits (+Inf → 0x7f800001).
+inline uint32_t magnitude_key(float v) noexcept {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  b &= 0x7fffffffu;
+  return b > 0x7f800000u ? 0u : b + 1u;
+}
+
+// The cut of a top-k selection: keep every key > `key`, plus the first `ties` elements (in
+// position order) whose key == `key`.
+struct TopkCut {
+  uint32_t key = 0;
+  uint64_t ties = 0;
+};
+
+// The cut for the k largest of `keys` (1 ≤ k ≤ keys.size()), O(size). Reorders and shrinks
+// `keys` (it is scratch).
+TopkCut topk_cut(std::vector<uint32_t>& keys, uint64_t k);
+
+// Positions of the k largest |v_i| (ties to the lower index), ascending; k is clamped to
+// v.size(). O(d) time, O(candidates) extra memory.
+std::vector<uint64_t> topk_select(std::span<const float> v, uint64_t k);
+
+std::unique_ptr<Stage> make_topk(const Params& p, uint32_t version);
+
+}  // namespace gradcodec::stages

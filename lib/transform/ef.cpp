@@ -1,0 +1,55 @@
+#include "transform/ef.hpp"
+
+#include <gradcodec/half.hpp>
+
+#include <cmath>
+
+namespace gradcodec::stages {
+
+namespace {
+
+// The value the decoder outputs for a reconstructed f32 value, in a tensor of dtype `dt`.
+float as_decoded(float x, DType dt) noexcept {
+  switch (dt) {
+    case DType::F16: return f16_to_f32(f32_to_f16(x));
+    case DType::BF16: return bf16_to_f32(f32_to_bf16(x));
+    default: return x;  // f32 is exact; f64 outputs are the f32 value widened
+  }
+}
+
+class Ef final : public Transform {
+ public:
+  Ef(double beta, double gamma) : beta_(beta), gamma_(gamma) {}
+  bool stateful() const noexcept override { return true; }
+
+  void encode(Payload& p, const StageContext& ctx) override {
+    std::vector<float>& g = p.dense_f32();
+    auto& mem = ctx.state_as<EfMemory>();
+    if (mem.m.size() != g.size()) mem.m.assign(g.size(), 0.0);
+    for (size_t i = 0; i < g.size(); ++i) {
+      mem.m[i] = beta_ * mem.m[i] + gamma_ * static_cast<double>(g[i]);
+      g[i] = static_cast<float>(mem.m[i]);
+    }
+  }
+
+  void after_encode(std::span<const float>, std::span<const float> recon, const StageContext& ctx) override {
+    auto& mem = ctx.state_as<EfMemory>();
+    if (recon.size() != mem.m.size()) fail(ErrorCode::Internal, "ef: reconstruction size differs from the memory");
+    const DType dt = ctx.info ? ctx.info->dtype : DType::F32;
+    for (size_t i = 0; i < recon.size(); ++i) {
+      const double m = mem.m[i] - static_cast<double>(as_decoded(recon[i], dt));
+      mem.m[i] = std::isfinite(m) ? m : 0.0;
+    }
+  }
+
+ private:
+  double beta_, gamma_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_ef(const Params& p, uint32_t) {
+  return std::make_unique<Ef>(p.num("beta"), p.num("gamma"));
+}
+
+}  // namespace gradcodec::stages

@@ -1,0 +1,35 @@
+#!/usr/bin/python3
+"""Every registered stage has its section in docs/stages.md, every preset appears in the README
+or docs, and docs/stages.md is what docs/make_stages.sh assembles from docs/stages.d/."""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import clitest
+from clitest import run
+
+ROOT = sys.argv[2]
+
+
+def stage_names():
+    out, _ = run("list", "stages")
+    return [l.split()[0] for l in out.decode().splitlines() if l and not l.startswith(" ")]
+
+
+def test_every_stage_has_a_section():
+    doc = open(os.path.join(ROOT, "docs", "stages.md")).read()
+    headings = set(re.findall(r"^### (\S+)", doc, re.M))
+    missing = [s for s in stage_names() if s not in headings]
+    assert not missing, f"docs/stages.md has no '### NAME' section for: {missing}"
+
+
+def test_stages_md_is_assembled():
+    parts = sorted(f for f in os.listdir(os.path.join(ROOT, "docs", "stages.d")) if f.endswith(".md"))
+    want = "".join(open(os.path.join(ROOT, "docs", "stages.d", f)).read() + "\n" for f in parts)
+    got = open(os.path.join(ROOT, "docs", "stages.md")).read()
+    assert got == want, "docs/stages.md is stale: run docs/make_stages.sh"
+
+
+clitest.run_all(globals())

@@ -1,0 +1,171 @@
+// qsgd: unbiasedness, the variance bound per bucket, exact bit counts for both codings, sparse
+// input, edge sizes and corrupt streams.
+#include <catch2/catch.hpp>
+
+#include "stages/quantize_support.hpp"
+
+#include <bit>
+#include <cmath>
+
+using namespace gradcodec;
+using namespace gradcodec::test;
+
+namespace {
+// Decoded level of a value: |x|·s/‖v‖, which decode() made from an integer l.
+uint64_t level_of(float x, float norm, uint32_t s) {
+  return norm > 0 ? static_cast<uint64_t>(std::llround(std::fabs(double(x)) * s / norm)) : 0;
+}
+// ‖v‖₂ of each bucket, rounded to f32 as the wire carries it.
+std::vector<float> bucket_norms(const std::vector<float>& v, size_t bucket) {
+  std::vector<float> out;
+  const size_t size = bucket == 0 ? v.size() : bucket;
+  for (size_t lo = 0; lo < v.size(); lo += size) {
+    double ss = 0;
+    for (size_t i = lo; i < std::min(v.size(), lo + size); ++i) ss += double(v[i]) * v[i];
+    out.push_back(static_cast<float>(std::sqrt(ss)));
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("qsgd is unbiased: the mean over seeds converges to g", "[quantize][qsgd]") {
+  Tensor t = make_tensor("w", {1000}, gaussian(1000, 11));
+  // ratio = ‖mean − g‖²·N/V is ≈ 1 for an unbiased code (see BiasStat): an average over 1000
+  // coordinates, so its spread is a few percent; 1.5 leaves a wide margin, and any bias larger
+  // than ~0.7·√(V/N) fails it. With N = 2000, ‖mean − g‖/‖g‖ itself is ≤ √(1.5·V/‖g‖²/N).
+  for (const char* text : {"qsgd(levels=1, bucket=512)", "qsgd(levels=7, bucket=0, coding=elias)",
+                           "qsgd(levels=3, bucket=100)"}) {
+    INFO(text);
+    BiasStat b = bias_over_seeds(text, t, 2000);
+    CHECK(b.ratio < 1.5);
+    CHECK(b.rel_err <= std::sqrt(1.5 * b.variance / 2000));
+  }
+}
+
+TEST_CASE("qsgd's error stays within min(n/s^2, sqrt(n)/s)*||v||^2 per bucket", "[quantize][qsgd]") {
+  // Two inputs: Gaussian, and equal magnitudes (±1), where the √n/s bound is nearly tight for s = 1.
+  std::vector<float> equal(1100);
+  for (size_t i = 0; i < equal.size(); ++i) equal[i] = (i % 3 == 0) ? -1.0f : 1.0f;
+  const int seeds = 1000;
+  for (const auto& v : {gaussian(1100, 5), equal}) {
+    Tensor t = make_tensor("w", {v.size()}, v);
+    for (uint32_t s : {1u, 7u, 127u}) {
+      const size_t bucket = 512;  // buckets of 512, 512 and 76 values
+      const std::string text = "qsgd(levels=" + std::to_string(s) + ", bucket=512)";
+      INFO(text);
+      const std::vector<float> norms = bucket_norms(v, bucket);
+      std::vector<double> measured(norms.size(), 0.0);
+      for (int seed = 1; seed <= seeds; ++seed) {
+        Coded c = code_dense(text, t, seed);
+        for (size_t i = 0; i < v.size(); ++i) measured[i / bucket] += (double(c.decoded[i]) - v[i]) * (double(c.decoded[i]) - v[i]);
+      }
+      for (size_t b = 0; b < norms.size(); ++b) {
+        const size_t lo = b * bucket, hi = std::min(v.size(), lo + bucket);
+        const double n = double(hi - lo), nv2 = double(norms[b]) * norms[b];
+        // Exact expectation: Σ (‖v‖/s)²·f_i(1 − f_i), f_i = frac(|v_i|/‖v‖·s).
+        double expected = 0;
+        for (size_t i = lo; i < hi; ++i) {
+          const double r = std::fabs(double(v[i])) / norms[b] * s;
+          const double f = r - std::floor(r);
+          expected += nv2 / (double(s) * s) * f * (1 - f);
+        }
+        const double bound = std::min(n / (double(s) * s), std::sqrt(n) / s) * nv2;
+        CHECK(expected <= bound * (1 + 1e-9));
+        // Sampling error: each seed's error is a sum of ≥ 76 independent terms whose relative
+        // spread is at most ~4.4 each (s = 1, equal magnitudes), so the mean over 1000 seeds is
+        // within ~1.6% (1 sd) of its expectation for the smallest bucket; 10% is > 6 sd.
+        const double mean = measured[b] / seeds;
+        CHECK(mean <= bound * 1.10);
+        CHECK(std::fabs(mean - expected) <= 0.10 * expected + 1e-12);
+      }
+    }
+  }
+}
+
+TEST_CASE("qsgd bit counts: fixed = sign + ceil(log2(s+1)) bits, elias = recount of the levels", "[quantize][qsgd]") {
+  const std::vector<float> v = gaussian(1100, 8);
+  Tensor t = make_tensor("w", {v.size()}, v);
+  for (uint32_t s : {1u, 7u, 127u, 1000u}) {
+    for (size_t bucket : {size_t{0}, size_t{512}, size_t{100}}) {
+      const std::string params = "levels=" + std::to_string(s) + ", bucket=" + std::to_string(bucket);
+      INFO(params);
+      Coded fixed = code_dense("qsgd(" + params + ")", t, 3);
+      Coded elias = code_dense("qsgd(" + params + ", coding=elias)", t, 3);
+      const uint64_t buckets = bucket == 0 ? 1 : (v.size() + bucket - 1) / bucket;
+      const unsigned width = 1 + static_cast<unsigned>(std::bit_width(uint64_t{s}));  // sign + ⌈log2(s+1)⌉
+      CHECK(fixed.bytes("value") == (v.size() * width + 7) / 8);
+      CHECK(fixed.bytes("scale") == 4 * buckets);
+      CHECK(elias.bytes("scale") == 4 * buckets);
+      // Same seed, same draws: both codings carry the same levels.
+      REQUIRE(fixed.decoded == elias.decoded);
+      const std::vector<float> norms = bucket_norms(v, bucket);
+      const size_t size = bucket == 0 ? v.size() : bucket;
+      uint64_t bits = 0;
+      for (size_t i = 0; i < v.size(); ++i) {
+        const float norm = norms[i / size];
+        const uint64_t l = level_of(elias.decoded[i], norm, s);
+        REQUIRE(l <= s);
+        // The decoded value is exactly ±‖v‖·l/s.
+        REQUIRE(std::fabs(elias.decoded[i]) == static_cast<float>(double(norm) / s * double(l)));
+        bits += 2 * (std::bit_width(l + 1) - 1) + 1 + (l > 0 ? 1 : 0);
+      }
+      CHECK(elias.bytes("value") == (bits + 7) / 8);
+    }
+  }
+}
+
+TEST_CASE("qsgd codes a sparsifier's kept values, bucketed in value order", "[quantize][qsgd]") {
+  SparseInput in;
+  in.n = 5000;
+  for (uint64_t i = 0; i < 700; ++i) in.index.push_back(7 * i);
+  in.values = gaussian(700, 4);
+  Coded c = code_sparse("qsgd(levels=7, bucket=256)", in, 9);
+  CHECK(c.bytes("value") == (700 * 4 + 7) / 8);
+  CHECK(c.bytes("scale") == 4 * 3);
+  REQUIRE(c.decoded.size() == 700);
+  for (size_t i = 0; i < 700; ++i)
+    if (c.decoded[i] != 0) CHECK((c.decoded[i] < 0) == (in.values[i] < 0));
+}
+
+TEST_CASE("qsgd handles 0 and 1 values; one value is exact", "[quantize][qsgd]") {
+  Coded empty = code_dense("qsgd", make_tensor("e", {0}, {}));
+  CHECK(empty.decoded.empty());
+  CHECK(empty.bytes("value") == 0);
+  CHECK(empty.bytes("scale") == 0);
+  for (float x : {3.25f, -0.7f, 0.0f}) {
+    Coded one = code_dense("qsgd(levels=5, coding=elias)", make_tensor("s", {}, {x}));
+    REQUIRE(one.decoded.size() == 1);
+    CHECK(one.decoded[0] == x);  // |x|/‖x‖·s = s exactly
+  }
+}
+
+TEST_CASE("qsgd refuses corrupt streams", "[quantize][qsgd]") {
+  Tensor t = make_tensor("w", {300}, gaussian(300, 2));
+  auto q = make_quantizer("qsgd(levels=5, bucket=128)");
+  Payload p;
+  p.source = &t, p.info = &t.info, p.n = 300;
+  Streams s;
+  q->encode(p, s, quant_ctx(t.info, 1));
+  auto decode = [&](const Streams& in) { return decode_with(*q, in, t.info, false, {}, 1, false, 1); };
+  SECTION("a level above s (3-bit code 7 with s = 5)") {
+    Streams bad = s;
+    bad.find("value")->bytes[0] = 0xff;
+    CHECK_THROWS_MATCHES(decode(bad), Error, Catch::Matchers::Predicate<Error>([](const Error& e) {
+                           return e.code() == ErrorCode::Corrupt && std::string(e.what()).rfind("qsgd:", 0) == 0;
+                         }));
+  }
+  SECTION("an Elias code longer than the levels allow") {
+    auto qe = make_quantizer("qsgd(levels=5, bucket=128, coding=elias)");
+    Streams e;
+    Payload pe;
+    pe.source = &t, pe.info = &t.info, pe.n = 300;
+    qe->encode(pe, e, quant_ctx(t.info, 1));
+    e.find("value")->bytes[0] = 0x00;  // 8 leading zeros: more than ⌊log2 6⌋ = 2
+    CHECK_THROWS_AS(decode_with(*qe, e, t.info, false, {}, 1, false, 1), Error);
+  }
+  SECTION("a count the streams cannot hold") {
+    TensorInfo huge = t.info;
+    huge.shape = {uint64_t{1} << 40};
+    CHECK_THROWS_AS(decode_with(*q, s, huge, false, {}, 1, false, 1), Error);
+  }
+}

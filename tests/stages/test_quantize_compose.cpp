@@ -1,0 +1,216 @@
+// Generated over the registry: every quantizer composes with every sparsifier and index coder
+// (and every low-rank stage) registered — "SPARSIFIER | QUANTIZER | INDEXCODER" round-trips to a
+// finite tensor that is zero outside the sparsifier's kept positions. Stages not registered yet
+// are simply absent from the table; chains the grammar refuses (an index coder after an implicit
+// index, say) are skipped and counted. Also: every quantizer of this project's quantize/ folder
+// refuses a stream one byte short, one byte long, or missing, with Error(Corrupt, "<stage>: ...").
+#include <catch2/catch.hpp>
+
+#include "stages/quantize_support.hpp"
+
+#include <cmath>
+
+using namespace gradcodec;
+using namespace gradcodec::test;
+
+namespace {
+
+// The stage's own segment of its canonical example ("topk(ratio=0.01)"), so stages with required
+// parameters get working values; the bare name when the example does not show it.
+std::string stage_text(const StageEntry& e) {
+  const std::string text = Pipeline::parse(e.example).text();
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(" | ", start);
+    if (end == std::string::npos) end = text.size();
+    const std::string seg = text.substr(start, end - start);
+    if (seg.substr(0, seg.find('(')) == e.name) return seg;
+    start = end + 3;
+  }
+  return e.name;
+}
+
+std::vector<std::string> texts_of(StageKind k) {
+  std::vector<std::string> out;
+  for (const auto& e : stage_table())
+    if (e.kind == k) out.push_back(stage_text(e));
+  return out;
+}
+
+bool refused(const std::string& text) {
+  try {
+    Pipeline::parse(text);
+    return false;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Usage) throw;
+    return true;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every quantizer composes with every sparsifier and index coder", "[quantize][registry]") {
+  const std::vector<Tensor> tensors = {make_tensor("layer.weight", {16, 8, 3, 3}, gaussian(16 * 8 * 9, 91)),
+                                       make_tensor("fc.weight", {40, 25}, gaussian(1000, 92, 0.01f))};
+  const auto quantizers = texts_of(StageKind::Quantizer);
+  auto coders = texts_of(StageKind::IndexCoder);
+  coders.insert(coders.begin(), "");  // the implied coder (varint), or none for implicit indices
+  int runs = 0, skipped = 0;
+  for (const auto& sp : texts_of(StageKind::Sparsifier)) {
+    for (const auto& t : tensors) {
+      const std::vector<float> kept = values_of(roundtrip(sp + " | raw", t, 5).decoded);
+      for (const auto& ic : coders) {
+        const std::string tail = ic.empty() ? "" : " | " + ic;
+        if (refused(sp + " | raw" + tail)) {
+          ++skipped;
+          continue;
+        }
+        // A lossy index coder (bloom's false positives) may put values elsewhere: then only
+        // finiteness is checked.
+        const bool exact_positions = values_of(roundtrip(sp + " | raw" + tail, t, 5).decoded) == kept;
+        for (const auto& q : quantizers) {
+          const std::string text = sp + " | " + q + tail;
+          INFO(text << " on " << shape_string(t.shape()));
+          if (refused(text)) {
+            ++skipped;
+            continue;
+          }
+          RoundTrip r = roundtrip(text, t, 5);
+          REQUIRE(r.decoded.info.shape == t.info.shape);
+          const auto out = values_of(r.decoded);
+          for (size_t i = 0; i < out.size(); ++i) {
+            REQUIRE(std::isfinite(out[i]));
+            if (exact_positions && kept[i] == 0) REQUIRE(out[i] == 0);
+          }
+          ++runs;
+        }
+      }
+    }
+  }
+  for (const auto& lr : texts_of(StageKind::LowRank)) {
+    for (const auto& q : quantizers) {
+      for (const auto& t : tensors) {
+        const std::string text = lr + " | " + q;
+        INFO(text);
+        if (refused(text)) continue;
+        RoundTrip r = roundtrip(text, t, 5);
+        for (float x : values_of(r.decoded)) REQUIRE(std::isfinite(x));
+        ++runs;
+      }
+    }
+  }
+  WARN("quantizer compositions run: " << runs << ", refused by the grammar: " << skipped);
+  CHECK(runs >= 0);
+}
+
+TEST_CASE("quantizer decoders refuse streams of the wrong size or missing", "[quantize][registry]") {
+  const std::vector<std::string> texts = {"qsgd(levels=7, bucket=64)", "qsgd(levels=7, coding=elias)", "terngrad",
+                                          "sign", "sign(scale=none)", "onebit", "onebit(per=tensor)", "ssdm",
+                                          "sbc", "intN(bits=5)", "fractional(P=6)"};
+  std::vector<float> v = gaussian(15 * 11, 3);
+  v[7] = 0.0f;  // fractional's side stream exists only with zeros
+  Tensor dense = make_tensor("w", {15, 11}, v);
+  SparseInput sparse;
+  sparse.n = 1000;
+  for (uint64_t i = 0; i < v.size(); ++i) sparse.index.push_back(6 * i + 1);
+  sparse.values = v;
+  for (const auto& text : texts) {
+    const std::string name = text.substr(0, text.find('('));
+    for (bool is_sparse : {false, true}) {
+      auto q = make_quantizer(text);
+      TensorInfo info = is_sparse ? TensorInfo{"s", DType::F32, "", false, {sparse.n}} : dense.info;
+      Payload p;
+      p.info = &info;
+      p.n = info.elements();
+      if (is_sparse) {
+        p.sparse = true, p.universe = sparse.n, p.index = sparse.index, p.values = sparse.values;
+      } else {
+        p.source = &dense;
+      }
+      Streams s;
+      q->encode(p, s, quant_ctx(info, 1));
+      auto decode = [&](const Streams& in) {
+        return decode_with(*q, in, info, is_sparse, p.index, 1, false, 1);
+      };
+      REQUIRE(decode(s).size() == p.value_count());
+      auto corrupt = [&](const Streams& in, const std::string& what) {
+        INFO(text << (is_sparse ? " sparse: " : " dense: ") << what);
+        try {
+          decode(in);
+          FAIL("accepted");
+        } catch (const Error& e) {
+          CHECK(e.code() == ErrorCode::Corrupt);
+          CHECK(std::string(e.what()).rfind(name + ":", 0) == 0);
+        }
+      };
+      for (const auto& st : s.all()) {
+        Streams longer = s;
+        longer.find(st.name)->bytes.push_back(0);
+        corrupt(longer, st.name + " one byte long");
+        if (!st.bytes.empty()) {
+          Streams shorter = s;
+          shorter.find(st.name)->bytes.pop_back();
+          corrupt(shorter, st.name + " one byte short");
+        }
+        if (name == "fractional" && st.name == "side") continue;  // optional: absent = no zeros
+        Streams missing;
+        for (const auto& other : s.all())
+          if (other.name != st.name) missing.add(other.name) = other;
+        corrupt(missing, st.name + " missing");
+      }
+    }
+  }
+}
+
+TEST_CASE("quantizer presets expand as published and run", "[quantize][registry]") {
+  const std::vector<std::pair<std::string, std::string>> presets = {
+      {"qsgd8", "qsgd(levels=127, bucket=512)"}, {"qsgd4", "qsgd(levels=7, bucket=512)"},
+      {"qsgd2", "qsgd(levels=1, bucket=512)"},   {"terngrad", "terngrad(clip=2.5)"},
+      {"signsgd", "sign(scale=none)"},           {"ssdm", "ssdm"},
+      {"ef-signsgd", "ef | sign(scale=l1)"},     {"onebit", "ef | onebit"},
+      {"sbc", "topk(ratio=0.01) | sbc | golomb"}};
+  std::vector<Tensor> frames;
+  for (uint64_t f = 0; f < 3; ++f) frames.push_back(make_tensor("fc.weight", {64, 50}, gaussian(3200, 40 + f)));
+  for (const auto& [name, text] : presets) {
+    INFO(name);
+    REQUIRE(find_preset(name));
+    CHECK(Pipeline::preset(name).text() == Pipeline::parse(text).text());
+    for (const Tensor& out : sequence_roundtrip(Pipeline::preset(name).text(), frames))
+      for (float x : values_of(out)) REQUIRE(std::isfinite(x));
+  }
+}
+
+TEST_CASE("quantizer decoders survive random bytes: a value count or Corrupt, never a crash", "[quantize][registry]") {
+  const std::vector<std::string> texts = {"qsgd(levels=7, bucket=64)", "qsgd(levels=1000, coding=elias)", "terngrad",
+                                          "sign", "onebit", "ssdm", "sbc", "intN(bits=7)", "fractional(P=6)"};
+  Tensor dense = make_tensor("w", {12, 10}, gaussian(120, 8));
+  Rng rng(2024);
+  for (const auto& text : texts) {
+    auto q = make_quantizer(text);
+    Payload p;
+    p.source = &dense, p.info = &dense.info, p.n = 120;
+    Streams good;
+    q->encode(p, good, quant_ctx(dense.info, 1));
+    int decoded = 0;
+    for (int trial = 0; trial < 500; ++trial) {
+      // Each stream: its true size, or up to 3 bytes off either way; random contents.
+      Streams s;
+      for (const auto& st : good.all()) {
+        const int64_t size = std::max<int64_t>(0, int64_t(st.bytes.size()) + (trial % 2 ? int64_t(rng.below(7)) - 3 : 0));
+        auto& b = s.add(st.name).bytes;
+        for (int64_t i = 0; i < size; ++i) b.push_back(static_cast<uint8_t>(rng.next_u64()));
+      }
+      try {
+        auto v = decode_with(*q, s, dense.info, false, {}, 1, false, 1);
+        REQUIRE(v.size() == 120);
+        ++decoded;
+      } catch (const Error& e) {
+        REQUIRE(e.code() == ErrorCode::Corrupt);
+      }
+    }
+    INFO(text);
+    // Where every fixed-width code is valid, random bytes of the right sizes decode; Elias codes
+    // and fractional's unused interval codes (6, 7 for P = 6) make random streams corrupt.
+    if (text.find("elias") == std::string::npos && text.find("fractional") == std::string::npos) CHECK(decoded > 0);
+  }
+}
