@@ -84,6 +84,48 @@ def test_table_prints_formulas_and_no_progress_bar_without_tty():
     assert "\r" not in err
 
 
+def test_seeds_report_bias_for_stochastic_pipelines_only():
+    rep = bench_json(path("g.npz"), "--preset", "randk-1pct", "--pipeline", "randk(ratio=0.5, unbiased=true)",
+                     "--preset", "fp16", "--seeds", "6")
+    biased, det, unbiased = rep["rows"]  # presets first, then --pipeline rows
+    assert not biased["deterministic"] and biased["seeds"] == 6 and biased["rel_l2_std"] > 0
+    # unbiased randk's mean over seeds approaches g; the biased one stays ~ sqrt(1 - k/d) away
+    assert unbiased["bias"] < biased["bias"], (unbiased["bias"], biased["bias"])
+    assert biased["bias"] > 0.9
+    assert det["deterministic"] and det["seeds"] == 1 and det["bias"] is None
+
+
+def test_progress_bar_on_a_terminal_only():
+    import pty
+    import subprocess
+    master, slave = pty.openpty()
+    p = subprocess.run([clitest.EXE, "bench", path("g.npz"), "--preset", "fp16", "--preset", "lossless",
+                        "--min-time", "0"], stdout=subprocess.PIPE, stderr=slave, timeout=120)
+    os.close(slave)
+    err = b""
+    try:
+        while True:
+            chunk = os.read(master, 4096)
+            if not chunk:
+                break
+            err += chunk
+    except OSError:
+        pass
+    os.close(master)
+    assert p.returncode == 0
+    assert b"[" in err and b"/2" in err, err
+    master, slave = pty.openpty()
+    p = subprocess.run([clitest.EXE, "bench", path("g.npz"), "--preset", "fp16", "--min-time", "0", "--quiet"],
+                       stdout=subprocess.PIPE, stderr=slave, timeout=120)
+    os.close(slave)
+    try:
+        quiet_err = os.read(master, 4096)
+    except OSError:
+        quiet_err = b""
+    os.close(master)
+    assert quiet_err == b"", quiet_err
+
+
 def test_demo_on_bundled_data():
     rep = bench_json("--preset", "lossless")
     assert rep["frames"] == 4 and all("test_data" in i for i in rep["inputs"])
