@@ -37,7 +37,9 @@ uint64_t Streams::total_bytes() const noexcept {
 
 void to_f32(DType dt, const uint8_t* src, uint64_t n, float* dst) {
   switch (dt) {
-    case DType::F32: std::memcpy(dst, src, n * 4); return;
+    case DType::F32:
+      if (n) std::memcpy(dst, src, n * 4);
+      return;
     case DType::F64:
       for (uint64_t i = 0; i < n; ++i) {
         double v;
@@ -66,7 +68,9 @@ void to_f32(DType dt, const uint8_t* src, uint64_t n, float* dst) {
 
 void from_f32(const float* src, uint64_t n, DType dt, uint8_t* dst) {
   switch (dt) {
-    case DType::F32: std::memcpy(dst, src, n * 4); return;
+    case DType::F32:
+      if (n) std::memcpy(dst, src, n * 4);
+      return;
     case DType::F64:
       for (uint64_t i = 0; i < n; ++i) {
         double v = src[i];

@@ -28,7 +28,7 @@ class Raw final : public Quantizer {
     }
     Stream& s = out.add(kValueStream, 4);
     s.bytes.resize(p.values.size() * 4);
-    std::memcpy(s.bytes.data(), p.values.data(), s.bytes.size());
+    if (!s.bytes.empty()) std::memcpy(s.bytes.data(), p.values.data(), s.bytes.size());
   }
 
   void decode(Payload& p, const Streams& in, const StageContext&) override {
@@ -47,7 +47,7 @@ class Raw final : public Quantizer {
       fail(ErrorCode::Corrupt, "raw: value stream holds " + std::to_string(bytes.size()) +
                                    " bytes, expected " + std::to_string(count * 4));
     p.values.resize(count);
-    std::memcpy(p.values.data(), bytes.data(), bytes.size());
+    if (count) std::memcpy(p.values.data(), bytes.data(), bytes.size());
   }
 };
 

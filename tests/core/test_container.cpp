@@ -2,6 +2,8 @@
 // of a small container is refused as corrupt (never a crash); one record decodes alone.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "support.hpp"
 
 #include <gradcodec/container.hpp>
@@ -105,7 +107,7 @@ TEST_CASE("container: header, frames, records and streams read back as written",
       CHECK(dec[f][i].info.name == frames[f][i].info.name);
       CHECK(dec[f][i].info.descr == frames[f][i].info.descr);
       REQUIRE(dec[f][i].data.size() == frames[f][i].data.size());
-      CHECK(std::memcmp(dec[f][i].data.data(), frames[f][i].data.data(), dec[f][i].data.size()) == 0);
+      CHECK(std::equal(dec[f][i].data.data(), dec[f][i].data.data() + dec[f][i].data.size(), frames[f][i].data.data()));
     }
   }
 }

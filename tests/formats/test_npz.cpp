@@ -2,6 +2,8 @@
 // tests/fixtures/fixtures_npz.py), corrupt and lying archives, and archives numpy loads back.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <gradcodec/error.hpp>
 #include <gradcodec/formats/snapshot_io.hpp>
 #include <gradcodec/tensor.hpp>
@@ -239,7 +241,7 @@ TEST_CASE("npz writer: numpy loads every archive back as the original", "[npz]")
       CHECK(a.info.descr == b.info.descr);
       CHECK(a.info.shape == b.info.shape);
       REQUIRE(a.data.size() == b.data.size());
-      CHECK(std::memcmp(a.data.data(), b.data.data(), a.data.size()) == 0);
+      CHECK(std::equal(a.data.data(), a.data.data() + a.data.size(), b.data.data()));
     }
   }
 }
