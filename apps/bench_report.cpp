@@ -72,6 +72,14 @@ ordered_json row_fields(const BenchRow& r) {
 
 std::string fmt_cr(const ordered_json& v) { return v.is_null() ? "-" : format("%.1f", v.get<double>()); }
 
+// The stages' figures (Stage::stream_stats) by name: value, and the sums it is the ratio of.
+ordered_json stats_json(const StageStats& stats) {
+  ordered_json j = ordered_json::object();
+  for (const auto& s : stats)
+    j[s.name] = {{"value", s.value()}, {"num", s.num}, {"den", s.den}, {"formula", s.formula}};
+  return j;
+}
+
 }  // namespace
 
 void print_table(const std::vector<BenchRow>& rows, const BenchContext& ctx, bool md) {
@@ -119,6 +127,21 @@ void print_table(const std::vector<BenchRow>& rows, const BenchContext& ctx, boo
                 100 * j["time_sparsify"].get<double>(), 100 * j["time_quantize"].get<double>(),
                 100 * j["time_index"].get<double>(), 100 * j["time_lossless"].get<double>(), bias.c_str());
   }
+  StageStats names;  // every figure reported by some row, for the legend
+  for (const auto& r : rows) merge_stats(names, r.stats);
+  if (!names.empty()) {
+    std::printf("\nstage figures (over every record)\n");
+    if (md) std::printf("| pipeline | figures |\n|---|---|\n");
+    for (const auto& r : rows) {
+      if (r.stats.empty()) continue;
+      std::string name = r.label == "pipeline" ? r.pipeline : r.label;  // in full: rows differ late
+      if (!r.sweep.empty()) name += " [" + r.sweep + "]";
+      std::string figs;
+      for (const auto& st : r.stats)
+        figs += (figs.empty() ? "" : md ? "; " : "   ") + format("%s %.4g", st.name.c_str(), st.value());
+      std::printf(md ? "| %s | %s |\n" : "%s\n    %s\n", name.c_str(), figs.c_str());
+    }
+  }
   if (ctx.frames > 1) {
     std::printf("\nper frame: ratio (rel L2)\n");
     for (const auto& r : rows) {
@@ -139,6 +162,7 @@ void print_table(const std::vector<BenchRow>& rows, const BenchContext& ctx, boo
       "MB = 10^6 bytes of input;  enc/dec MB/s = input MB / median seconds;  thr = (input bytes - output bytes) / 10^6 / encode seconds (BIRD+'s (a - b)/T)\n"
       "kept%% = values coded / parameters;  idx CR = 32 * kept / index bits;  val CR = 32 * kept / (value + scale bits)  (BIRD+ Fig. 10)\n"
       "xform/spars/quant/index/lossl%% = share of encode time per stage kind (rest: container and I/O);  bias = ||mean over seeds of g^ - g|| / ||g||\n");
+  for (const auto& st : names) std::printf("%s = %s\n", st.name.c_str(), st.formula.c_str());
 }
 
 std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
@@ -166,6 +190,7 @@ std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx
                         {"cosine", ff.err.cosine()}});
     }
     j["per_frame"] = frames;
+    j["stage_stats"] = stats_json(r.stats);
     if (!r.tensors.empty()) {
       ordered_json ts = ordered_json::array();
       for (const auto& t : r.tensors)
@@ -177,7 +202,8 @@ std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx
                       {"input_bytes", t.input_bytes},
                       {"record_bytes", t.record_bytes},
                       {"ratio", t.record_bytes ? double(t.input_bytes) / t.record_bytes : 0.0},
-                      {"rel_l2", t.err.rel_l2()}});
+                      {"rel_l2", t.err.rel_l2()},
+                      {"stage_stats", stats_json(t.stats)}});
       j["per_tensor"] = ts;
     }
     arr.push_back(j);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
 
@@ -33,6 +34,7 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
   EncodeOptions eo;
   eo.seed = seed;
   eo.threads = s.threads;
+  eo.nonfinite = s.nonfinite;
   eo.time_stages = timed;
   auto start = Clock::now();
   SequenceEncoder enc(p, eo);
@@ -99,6 +101,14 @@ BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, cons
   EncodeResult first = encode_all(pipeline, frames, 0, s, path, true);
   double dsec = 0;
   Frames decoded = decode_all(path, dsec);
+  // Test hook: proves that verification catches a wrong decode (tests/cli/cli_bench.py).
+  if (std::getenv("GRADCODEC_TEST_FLIP_DECODED") && !decoded.empty() && !decoded[0].empty() &&
+      !decoded[0][0].data.empty()) {
+    const Buffer& b = decoded[0][0].data;
+    std::vector<uint8_t> flipped(b.data(), b.data() + b.size());
+    flipped[0] ^= 1;
+    decoded[0][0].data = Buffer(std::move(flipped));
+  }
   if (row.exact) check_same(frames, decoded, "the input (lossless pipeline)", row.pipeline);
   row.output_bytes = first.bytes;
   double stage_ns = 0;
@@ -115,6 +125,7 @@ BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, cons
       ff.parameters += t.elements();
       row.kept += o.kept;
       row.times += o.times;
+      merge_stats(row.stats, o.stats);
       for (const auto& [name, bytes] : o.streams) {
         if (name == kIndexStream) row.index_bytes += bytes;
         else if (name == kValueStream || name == "raw") row.value_bytes += bytes;
@@ -123,7 +134,7 @@ BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, cons
       }
       if (s.per_tensor)
         row.tensors.push_back({t.name(), static_cast<uint32_t>(f), t.elements(), o.input_bytes, o.record_bytes,
-                               o.kept, storage_name(o.storage), e});
+                               o.kept, storage_name(o.storage), e, o.stats});
     }
     row.input_bytes += ff.input_bytes;
     row.parameters += ff.parameters;

@@ -19,6 +19,7 @@ struct BenchSettings {
   double min_time = 0.2;     // and at least this many seconds of encoding (and of decoding)
   unsigned seeds = 1;        // stochastic pipelines: runs with seeds 0..N-1 for bias and spread
   unsigned threads = 1;
+  NonFinite nonfinite = NonFinite::Refuse;
   bool per_tensor = false;
   std::string temp_dir;
   std::vector<std::string> sources;   // input path of each frame (recorded in the frame sections)
@@ -36,6 +37,7 @@ struct TensorFigures {
   uint64_t parameters = 0, input_bytes = 0, record_bytes = 0, kept = 0;
   std::string storage;
   ErrorMetrics err;
+  StageStats stats;        // the stages' figures for this record (Stage::stream_stats)
 };
 
 struct BenchRow {
@@ -51,6 +53,7 @@ struct BenchRow {
   double encode_median = 0, decode_median = 0;
   StageTimes times;        // encode time per stage kind (one run)
   double container_ns = 0; // encode time outside the stages (I/O, container, checksums)
+  StageStats stats;        // the stages' figures summed over every record (bloom's policy errors, ...)
   unsigned seeds = 1;
   double bias = -1;        // ‖mean ĝ − g‖/‖g‖ over seeds; −1 when deterministic or seeds == 1
   double rel_l2_mean = 0, rel_l2_std = 0;

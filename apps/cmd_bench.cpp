@@ -26,6 +26,7 @@ struct BenchArgs {
   double min_time = 0.2;
   bool per_tensor = false, markdown = false;
   std::string json, csv;
+  NonFinite nonfinite = NonFinite::Refuse;
   InputOptions in;
 };
 
@@ -137,6 +138,7 @@ int run_bench(BenchArgs a) {
   s.seeds = std::max(1u, a.seeds);
   s.threads = std::max(1u, a.threads);
   s.per_tensor = a.per_tensor;
+  s.nonfinite = a.nonfinite;
   s.inputs_json = desc.dump();
   s.sources = a.inputs;
   // Timed runs write a real container: to memory-backed /dev/shm when there is one, so the disk
@@ -176,6 +178,7 @@ void setup_bench(CLI::App& app, Runner& run) {
   sub->add_option("--csv", a->csv, "write the report as CSV to this file");
   sub->add_flag("--markdown", a->markdown, "print the tables as Markdown");
   add_input_options(*sub, a->in);
+  add_nonfinite_option(*sub, a->nonfinite);
   sub->callback([a, &run] { run = [a] { return run_bench(*a); }; });
 }
 

@@ -3,6 +3,7 @@
 // before the extension (DIR/ gets DIR/frameNNN/).
 #include "commands.hpp"
 
+#include <cctype>
 #include <filesystem>
 #include <unistd.h>
 
@@ -15,7 +16,27 @@ struct DecodeArgs {
   long long frame = -1;
   std::string tensor;
   bool force = false, verbose = false;
+  std::string memory_limit;
 };
+
+// "8G", "512M", "64k" or a byte count (powers of 1024).
+uint64_t parse_size(const std::string& s) {
+  size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = s.substr(used);
+  const std::string units = "KMGT";
+  unsigned shift = 0;
+  if (used == 0 || s[0] == '-' || unit.size() > 1 || (unit.size() == 1 && units.find(static_cast<char>(std::toupper(unit[0]))) == std::string::npos))
+    fail(ErrorCode::Usage, "--memory-limit: '" + s + "' is not a size (e.g. 512M, 8G)");
+  if (unit.size() == 1) shift = 10 * (1 + static_cast<unsigned>(units.find(static_cast<char>(std::toupper(unit[0])))));
+  if (shift && v > (~0ull >> shift)) fail(ErrorCode::Usage, "--memory-limit: '" + s + "' is too large");
+  return static_cast<uint64_t>(v) << shift;
+}
 
 std::string frame_path(const std::string& out, size_t f, size_t frames) {
   if (frames == 1 || out == "-") return out;
@@ -34,7 +55,9 @@ int run_decode(const DecodeArgs& a) {
     fail(ErrorCode::Usage, "refusing to write binary output to a terminal (redirect it or use -o FILE)");
   ContainerReader reader = ContainerReader::open(a.input);
   formats::format_for_output(a.output);  // a usage error before any work
-  SequenceDecoder dec(reader);
+  DecodeOptions dopt;
+  if (!a.memory_limit.empty()) dopt.memory_limit = parse_size(a.memory_limit);
+  SequenceDecoder dec(reader, dopt);
   std::vector<size_t> frames;
   if (a.frame >= 0) {
     reader.frame(static_cast<size_t>(a.frame));
@@ -87,6 +110,8 @@ void setup_decode(CLI::App& app, Runner& run) {
   sub->add_option("--tensor", a->tensor, "decode only the tensor with this name");
   sub->add_flag("-f,--force", a->force, "replace outputs that exist");
   sub->add_flag("-v,--verbose", a->verbose, "say which frames were read");
+  sub->add_option("--memory-limit", a->memory_limit,
+                  "refuse a tensor whose decoding needs more memory than this (default 8G; e.g. 512M, 32G)");
   sub->callback([a, &run] { run = [a] { return run_decode(*a); }; });
 }
 

@@ -19,6 +19,7 @@ struct EncodeArgs {
   unsigned threads = 0;
   uint32_t keyframe_interval = 0;
   bool force = false;
+  NonFinite nonfinite = NonFinite::Refuse;
   InputOptions in;
 };
 
@@ -32,6 +33,7 @@ int run_encode(const EncodeArgs& a) {
   EncodeOptions eo;
   eo.seed = a.seed;
   eo.keyframe_interval = a.keyframe_interval;
+  eo.nonfinite = a.nonfinite;
   eo.threads = a.threads ? a.threads : std::max(1u, std::thread::hardware_concurrency());
 
   // Open (and validate) every input before creating the output.
@@ -81,6 +83,7 @@ void setup_encode(CLI::App& app, Runner& run) {
                   "every K-th frame needs no earlier frame (0: only the first)");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
   add_input_options(*sub, a->in);
+  add_nonfinite_option(*sub, a->nonfinite);
   sub->callback([a, &run] { run = [a] { return run_encode(*a); }; });
 }
 

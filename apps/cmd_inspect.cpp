@@ -1,5 +1,6 @@
 // gradcodec inspect IN.gcz [--json] [--tensors]
-// Reads only the header, footer and record metadata: instant on large files.
+// Reads only the header, footer and record metadata: instant on large files. Records whose stages
+// store figures in their streams (Stage::stream_stats: bloom, curvefit) also have those read.
 #include "commands.hpp"
 
 #include <nlohmann/json.hpp>
@@ -42,6 +43,8 @@ int run_inspect(const InspectArgs& a) {
   out["keyframe_interval"] = h.keyframe_interval;
   out["inputs"] = ordered_json::parse(h.inputs_json);
   std::map<uint32_t, std::string> variant_text;
+  std::map<uint32_t, std::unique_ptr<PipelineStages>> variant_stages;  // for the stages' figures
+  StageStats all_stats;
   uint64_t total_in = 0, total_params = 0, total_tensors = 0, total_streams = 0;
   std::map<std::string, uint64_t> classes = {{"index", 0}, {"value", 0}, {"scale", 0}, {"side", 0}};
   ordered_json frames = ordered_json::array();
@@ -54,6 +57,7 @@ int run_inspect(const InspectArgs& a) {
     uint64_t f_in = 0, f_bytes = 0, f_params = 0;
     for (size_t i = 0; i < r.record_count(f); ++i) {
       RecordMeta m = r.record(f, i);
+      r.verify_streams(m);  // inspect vouches for what it lists
       const uint64_t elements = m.info.elements();
       const bool fl = is_float(m.info.dtype);
       const uint64_t in_bytes = fl ? elements * dtype_size(m.info.dtype) : m.stream_bytes();
@@ -65,6 +69,15 @@ int run_inspect(const InspectArgs& a) {
       if (m.storage == Storage::Pipeline) {
         if (!variant_text.count(m.variant)) variant_text[m.variant] = short_stages(r.variants()[m.variant]);
         t["stages"] = variant_text[m.variant];
+        auto& ps = variant_stages[m.variant];
+        if (!ps) ps = std::make_unique<PipelineStages>(Pipeline::from_json(r.variants()[m.variant]));
+        if (ps->has_stats()) {  // figures the stages stored in their streams (bloom, curvefit)
+          StageStats st = ps->stats(m.info, r.streams(m), true);
+          ordered_json sj = ordered_json::object();
+          for (const auto& x : st) sj[x.name] = x.value();
+          t["stage_stats"] = sj;
+          merge_stats(all_stats, st);
+        }
       } else {
         t["stages"] = m.storage == Storage::Raw ? "raw (encoding would grow it)" : "pass-through";
       }
@@ -107,6 +120,10 @@ int run_inspect(const InspectArgs& a) {
   for (const auto& [k, v] : classes) br[k] = total_params ? 8.0 * double(v) / double(total_params) : 0.0;
   br["overhead"] = total_params ? 8.0 * double(file - total_streams) / double(total_params) : 0.0;
   totals["bits_per_param_breakdown"] = br;
+  ordered_json figs = ordered_json::object();
+  for (const auto& x : all_stats)
+    figs[x.name] = {{"value", x.value()}, {"num", x.num}, {"den", x.den}, {"formula", x.formula}};
+  totals["stage_stats"] = figs;
   out["totals"] = totals;
 
   if (a.json) {
@@ -141,8 +158,11 @@ int run_inspect(const InspectArgs& a) {
   std::printf("bits/param by part: index %.4f  value %.4f  scale %.4f  side %.4f  container overhead %.4f\n",
               br["index"].get<double>(), br["value"].get<double>(), br["scale"].get<double>(), br["side"].get<double>(),
               br["overhead"].get<double>());
+  for (const auto& x : all_stats)
+    std::printf("%s %.4g  (%.6g / %.6g over every record)\n", x.name.c_str(), x.value(), x.num, x.den);
   std::printf("\nratio = input bytes (as stored dtype) / bytes (whole record; totals: whole container)\n"
               "bits/param = 8 * bytes / floating-point parameters;  kB/MB = 10^3/10^6 bytes\n");
+  for (const auto& x : all_stats) std::printf("%s = %s\n", x.name.c_str(), x.formula.c_str());
   return 0;
 }
 

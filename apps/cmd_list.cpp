@@ -1,5 +1,7 @@
-// gradcodec list stages|presets
+// gradcodec list stages|presets [--json]
 #include "commands.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace gradcodec::cli {
 
@@ -17,7 +19,27 @@ std::string param_text(const ParamSpec& p) {
   return s;
 }
 
-int run_list(const std::string& what) {
+nlohmann::ordered_json list_json(const std::string& what) {
+  auto out = nlohmann::ordered_json::array();
+  if (what == "stages") {
+    for (const auto& e : stage_table()) {
+      auto params = nlohmann::ordered_json::array();
+      for (const auto& p : e.params) params.push_back(param_text(p));
+      out.push_back({{"name", e.name}, {"kind", stage_kind_name(e.kind)}, {"version", e.version},
+                     {"params", params}, {"summary", e.summary}, {"source", e.source}, {"example", e.example}});
+    }
+  } else {
+    for (const auto& p : preset_table())
+      out.push_back({{"name", p.name}, {"pipeline", Pipeline::preset(p.name).text()}, {"source", p.source}});
+  }
+  return out;
+}
+
+int run_list(const std::string& what, bool json) {
+  if (json) {
+    std::printf("%s\n", list_json(what).dump(1).c_str());
+    return 0;
+  }
   if (what == "stages") {
     for (const auto& e : stage_table()) {
       std::printf("%-12s %-12s v%u  %s\n", e.name, stage_kind_name(e.kind), e.version, e.summary);
@@ -39,9 +61,11 @@ int run_list(const std::string& what) {
 
 void setup_list(CLI::App& app, Runner& run) {
   auto what = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand("list", "list the registered stages or the presets");
   sub->add_option("WHAT", *what, "stages | presets")->required()->check(CLI::IsMember({"stages", "presets"}));
-  sub->callback([what, &run] { run = [what] { return run_list(*what); }; });
+  sub->add_flag("--json", *json, "print a JSON array (name, pipeline/kind, params, source, ...)");
+  sub->callback([what, json, &run] { run = [what, json] { return run_list(*what, *json); }; });
 }
 
 }  // namespace gradcodec::cli

@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <map>
 #include <regex>
 
 namespace gradcodec::cli {
@@ -94,6 +95,14 @@ void add_input_options(CLI::App& app, InputOptions& opt) {
   auto* st = app.add_flag_callback("--strict", [&opt] { opt.non_float = NonFloat::Strict; },
                                    "refuse inputs holding non-floating arrays");
   pt->excludes(st);
+}
+
+void add_nonfinite_option(CLI::App& app, NonFinite& policy) {
+  static const std::map<std::string, NonFinite> kPolicies{{"refuse", NonFinite::Refuse}, {"raw", NonFinite::Raw}};
+  app.add_option("--nonfinite", policy,
+                 "refuse (default): a lossy pipeline refuses a tensor holding NaN/Inf; raw: store such tensors raw "
+                 "(lossless pipelines always keep them bit-exact)")
+      ->transform(CLI::CheckedTransformer(kPolicies));
 }
 
 Pipeline choose_pipeline(const std::string& preset, const std::string& text) {

@@ -47,6 +47,8 @@ OpenInput open_input(const std::string& path, const InputOptions& opt);
 FrameSource frame_source(OpenInput& in);
 // Registers --include/--exclude/--pass-through/--strict on a subcommand.
 void add_input_options(CLI::App& app, InputOptions& opt);
+// --nonfinite refuse|raw: what a lossy pipeline does with a tensor holding NaN/Inf.
+void add_nonfinite_option(CLI::App& app, NonFinite& policy);
 // The pipeline chosen by --preset/--pipeline (default: the lossless preset).
 Pipeline choose_pipeline(const std::string& preset, const std::string& text);
 

@@ -57,7 +57,9 @@ inline RoundTrip roundtrip(const std::string& pipeline_text, const Tensor& t, ui
   RoundTrip r;
   r.streams = enc.streams;
   r.stream_bytes = enc.streams.total_bytes();
-  r.decoded = stages.decode(t.info, std::move(enc.streams), true, ctx, dec_state);
+  // A control stage (accordion) names the variant that decodes the record, as the container does.
+  const PipelineStages& ds = enc.variant >= 0 ? stages.variant(enc.variant) : stages;
+  r.decoded = ds.decode(t.info, std::move(enc.streams), true, ctx, dec_state);
   return r;
 }
 
@@ -79,10 +81,11 @@ inline std::vector<Tensor> sequence_roundtrip(const std::string& pipeline_text, 
     auto enc = stages.encode(t, ctx, enc_state);
     if (stages.stateful()) {
       std::vector<float> recon;
-      stages.decode(t.info, enc.plain, false, ctx, enc_state, &recon);
+      (enc.variant >= 0 ? stages.variant(enc.variant) : stages).decode(t.info, enc.plain, false, ctx, enc_state, &recon);
       stages.after_encode(recon, ctx, enc_state);
     }
-    out.push_back(stages.decode(t.info, std::move(enc.streams), true, ctx, dec_state));
+    const PipelineStages& ds = enc.variant >= 0 ? stages.variant(enc.variant) : stages;
+    out.push_back(ds.decode(t.info, std::move(enc.streams), true, ctx, dec_state));
   }
   return out;
 }

@@ -95,23 +95,30 @@ uint64_t BitReader::get_slow(unsigned nbits) {
   return v;
 }
 
-uint64_t BitReader::unary(uint64_t limit) {
+uint64_t BitReader::unary_slow(uint64_t limit) {
+  uint64_t zeros = skip_zeros(limit);
+  if (bits_left() == 0) corrupt("bit stream ends early in a unary code");
+  if (get(1) == 0) corrupt("unary code longer than " + std::to_string(limit));  // `limit` zeros, no 1
+  return zeros;
+}
+
+uint64_t BitReader::skip_zeros(uint64_t most) {
   uint64_t zeros = 0;
-  for (;;) {
+  while (zeros < most) {  // every step consumes bits or returns: bounded by the stream
     const uint64_t left = bits_left();
-    if (left == 0) corrupt("bit stream ends early in a unary code");
-    const unsigned take = left < 56 ? static_cast<unsigned>(left) : 56;
-    const uint64_t w = get(take) << (64 - take);  // top-aligned window
+    if (left == 0) corrupt("bit stream ends early in a run of zeros");
+    uint64_t take = left < 56 ? left : 56;
+    if (take > most - zeros) take = most - zeros;
+    const unsigned t = static_cast<unsigned>(take);
+    const uint64_t w = get(t) << (64 - t);  // top-aligned window
     if (w != 0) {
       const unsigned z = static_cast<unsigned>(std::countl_zero(w));
-      pos_ -= take - z - 1;  // give back what follows the terminating 1
-      zeros += z;
-      if (zeros > limit) corrupt("unary code longer than " + std::to_string(limit));
-      return zeros;
+      pos_ -= t - z;  // leave the 1 and what follows unread
+      return zeros + z;
     }
     zeros += take;
-    if (zeros > limit) corrupt("unary code longer than " + std::to_string(limit));
   }
+  return zeros;
 }
 
 unsigned bits_for(uint64_t n) noexcept {

@@ -36,21 +36,51 @@ PipelineStages::PipelineStages(const Pipeline& p) : pipeline_(p) {
     }
     stateful_ = stateful_ || st->stateful();
     stochastic_ = stochastic_ || st->stochastic();
+    has_stats_ = has_stats_ || st->has_stats();
     stages_.push_back(std::move(st));
   }
   if (quantizer_ < 0) fail(ErrorCode::Internal, "pipeline without a value codec");
   exact_values_ = transforms_.empty() &&
                   (reducer_ < 0 || static_cast<Reducer*>(stages_[reducer_].get())->values_exact());
+  bit_exact_ = transforms_.empty() && reducer_ < 0 && p.stages()[quantizer_].name == "raw";
+  // A control reducer (accordion): one variant per alternative, the alternative's reducer written
+  // in place of it (same positions, so the variants share the state slots).
+  if (reducer_ >= 0) {
+    for (const std::string& alt : static_cast<Reducer*>(stages_[reducer_].get())->alternatives()) {
+      std::vector<StageSpec> specs = p.stages();
+      specs[static_cast<size_t>(reducer_)] = Pipeline::parse(alt).stages().front();
+      variants_.push_back(std::make_unique<PipelineStages>(Pipeline::from_stages(std::move(specs))));
+    }
+  }
+}
+
+const PipelineStages& PipelineStages::variant(int k) const {
+  if (k < 0 || static_cast<size_t>(k) >= variants_.size())
+    fail(ErrorCode::Internal, "pipeline variant " + std::to_string(k) + " does not exist");
+  return *variants_[static_cast<size_t>(k)];
 }
 
 PipelineStages::~PipelineStages() = default;
 PipelineStages::PipelineStages(PipelineStages&&) noexcept = default;
 
-std::shared_ptr<const StageState> PipelineStages::plan_frame(const FrameView& frame, const StageContext& base) const {
+std::shared_ptr<const StageState> PipelineStages::plan_frame(const FrameView& frame, const StageContext& base,
+                                                             const std::function<const TensorState*(size_t)>& states) const {
   if (reducer_ < 0) return nullptr;
   StageContext c = base;
   c.stage_pos = static_cast<uint32_t>(reducer_);
-  return static_cast<Reducer*>(stages_[reducer_].get())->plan_frame(frame, c);
+  FrameView v = frame;
+  if (states) {
+    const auto pos = static_cast<size_t>(reducer_);
+    v.state = [&states, pos](size_t i) -> const StageState* {
+      const TensorState* ts = states(i);
+      return ts && pos < ts->enc.size() ? ts->enc[pos].get() : nullptr;
+    };
+    v.shared = [&states, pos](size_t i) -> const StageState* {
+      const TensorState* ts = states(i);
+      return ts && pos < ts->dec.size() ? ts->dec[pos].get() : nullptr;
+    };
+  }
+  return static_cast<Reducer*>(stages_[reducer_].get())->plan_frame(v, c);
 }
 
 StageContext PipelineStages::stage_ctx(const StageContext& base, size_t pos,
@@ -102,21 +132,33 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
       if (stateful_) st.transform_inputs[k] = p.values;
     }
   }
+  auto* coder = indexer_ >= 0 ? static_cast<IndexCoder*>(stages_[indexer_].get()) : nullptr;
+  const bool selects = coder && coder->selects();
+  std::vector<float> dense;  // what the sparsifier selected from, kept only for IndexCoder::select
   if (reducer_ >= 0) {
     Timer tm(out.times, stages_[reducer_]->kind(), timed);
     p.dense_f32();
+    if (selects) dense = p.values;
     static_cast<Reducer*>(stages_[reducer_].get())->encode(p, out.streams, ctx_for(reducer_));
+    out.variant = p.alternative;
   }
   p.exact = exact_values_;
+  if (selects && p.sparse && !p.index_implicit) {
+    Timer tm(out.times, StageKind::IndexCoder, timed);
+    coder->select(p, dense, ctx_for(indexer_));
+    dense = {};
+  }
   {
     Timer tm(out.times, StageKind::Quantizer, timed);
     static_cast<Quantizer*>(stages_[quantizer_].get())->encode(p, out.streams, ctx_for(quantizer_));
   }
   out.kept = p.value_count();
-  if (indexer_ >= 0 && p.sparse && !p.index_implicit) {
+  if (coder && p.sparse && !p.index_implicit) {
     Timer tm(out.times, StageKind::IndexCoder, timed);
-    static_cast<IndexCoder*>(stages_[indexer_].get())->encode(p, out.streams, ctx_for(indexer_));
+    coder->encode(p, out.streams, ctx_for(indexer_));
   }
+  if (has_stats_)
+    for (const auto& st : stages_) st->stream_stats(out.streams, out.stats);
   if (stateful_) out.plain = out.streams;
   Timer tm(out.times, StageKind::Lossless, timed && !lossless_.empty());
   for (size_t pos : lossless_) {
@@ -178,13 +220,29 @@ Tensor PipelineStages::decode(const TensorInfo& info, Streams streams, bool loss
   return out;
 }
 
+StageStats PipelineStages::stats(const TensorInfo& info, Streams streams, bool lossless_applied) const {
+  StageStats out;
+  if (!has_stats_) return out;
+  if (lossless_applied) {
+    for (auto it = lossless_.rbegin(); it != lossless_.rend(); ++it) {
+      const auto* l = static_cast<const Lossless*>(stages_[*it].get());
+      for (auto& s : streams.all())
+        if (l->only_stream.empty() || l->only_stream == s.name) s.bytes = l->decode(s.bytes, stream_bound(info.elements()));
+    }
+  }
+  for (const auto& st : stages_) st->stream_stats(streams, out);
+  return out;
+}
+
 void PipelineStages::observe_raw(const Tensor& decoded, const StageContext& base, TensorState& st,
                                  bool encoder_side) const {
   if (!stateful_) return;
   std::vector<float> v(decoded.elements());
-  to_f32(decoded.dtype(), decoded.data.data(), v.size(), v.data());
+  if (!v.empty()) to_f32(decoded.dtype(), decoded.data.data(), v.size(), v.data());
   for (auto it = transforms_.rbegin(); it != transforms_.rend(); ++it)
     static_cast<Transform*>(stages_[*it].get())->on_raw(v, stage_ctx(base, *it, st.dec));
+  if (reducer_ >= 0)
+    static_cast<Reducer*>(stages_[reducer_].get())->on_raw(v, stage_ctx(base, static_cast<size_t>(reducer_), st.dec));
   if (encoder_side) after_encode(v, base, st);
 }
 
@@ -196,6 +254,12 @@ void PipelineStages::after_encode(const std::vector<float>& recon, const StageCo
     c.state = &st.enc[pos];
     const std::vector<float>& in = k < st.transform_inputs.size() ? st.transform_inputs[k] : recon;
     static_cast<Transform*>(stages_[pos].get())->after_encode(in, recon, c);
+  }
+  if (reducer_ >= 0) {
+    const auto pos = static_cast<size_t>(reducer_);
+    StageContext c = stage_ctx(base, pos, st.dec);
+    c.state = &st.enc[pos];
+    static_cast<Reducer*>(stages_[pos].get())->after_encode(recon, c);
   }
 }
 
@@ -230,6 +294,8 @@ struct Job {
   Storage storage = Storage::Pipeline;
   uint64_t kept = 0;
   StageTimes times;
+  StageStats stats;
+  int variant = -1;  // PipelineStages::variant() that made the record
   std::exception_ptr error;
 };
 }  // namespace
@@ -251,7 +317,11 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   view.count = src.count;
   view.info = src.info;
   view.load = src.load;
-  std::shared_ptr<const StageState> plan = im.stages.plan_frame(view, plan_ctx);
+  std::shared_ptr<const StageState> plan =
+      im.stages.plan_frame(view, plan_ctx, [&](size_t i) -> const PipelineStages::TensorState* {
+        auto it = im.states.find(src.info(i).name);
+        return it == im.states.end() ? nullptr : &it->second;
+      });
 
   auto run = [&](Job& job, uint32_t index) {
     try {
@@ -263,6 +333,11 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       }
       auto& st = im.states[t.name()];
       if (keyframe) st.dec.clear();
+      const uint64_t nonfinite = im.stages.lossless() ? 0 : count_nonfinite(t);
+      if (nonfinite && im.opt.nonfinite == NonFinite::Refuse)
+        fail(ErrorCode::Input, src.source + ": tensor '" + t.name() + "' has " + std::to_string(nonfinite) +
+                                   " non-finite value(s) (NaN/Inf) and the pipeline is lossy; --nonfinite=raw "
+                                   "stores such tensors raw");
       StageContext ctx;
       ctx.seed = im.opt.seed;
       ctx.frame = frame;
@@ -270,10 +345,13 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       ctx.keyframe = keyframe;
       ctx.info = &t.info;
       ctx.frame_plan = plan.get();
-      auto enc = im.stages.encode(t, ctx, st, im.opt.time_stages);
-      job.times = enc.times;
-      job.kept = enc.kept;
-      if (enc.streams.total_bytes() >= t.data.size()) {
+      PipelineStages::Encoded enc;
+      if (!nonfinite) {  // (else NonFinite::Raw: the tensor is stored raw, as it is)
+        enc = im.stages.encode(t, ctx, st, im.opt.time_stages);
+        job.times = enc.times;
+        job.kept = enc.kept;
+      }
+      if (nonfinite || enc.streams.total_bytes() >= t.data.size()) {
         job.kept = t.elements();  // every value sent, exactly
         job.storage = Storage::Raw;
         job.streams.add("raw", static_cast<uint8_t>(dtype_size(t.dtype())))
@@ -281,9 +359,13 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
         im.stages.observe_raw(t, ctx, st, true);
       } else {
         job.storage = Storage::Pipeline;
+        job.stats = std::move(enc.stats);
+        job.variant = enc.variant;
         if (im.stages.stateful()) {
+          // The mirror decoder decodes what the decoder will: the record's variant, if any.
+          const PipelineStages& ds = enc.variant >= 0 ? im.stages.variant(enc.variant) : im.stages;
           std::vector<float> recon;
-          im.stages.decode(t.info, std::move(enc.plain), false, ctx, st, &recon);
+          ds.decode(t.info, std::move(enc.plain), false, ctx, st, &recon);
           im.stages.after_encode(recon, ctx, st);
         }
         job.streams = std::move(enc.streams);
@@ -312,7 +394,9 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
     for (auto& job : jobs) {
       if (job.error) std::rethrow_exception(job.error);
       uint64_t before = w.bytes_written();
-      w.add(job.tensor.info, job.storage, 0, job.streams);
+      const uint32_t variant =
+          job.variant >= 0 ? w.variant(im.stages.variant(job.variant).pipeline().json()) : 0;
+      w.add(job.tensor.info, job.storage, variant, job.streams);
       TensorOutcome o;
       o.info = job.tensor.info;
       o.storage = job.storage;
@@ -321,6 +405,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       for (const auto& s : job.streams.all()) o.streams.emplace_back(s.name, s.bytes.size());
       o.kept = job.kept;
       o.times = job.times;
+      o.stats = std::move(job.stats);
       outcomes.push_back(std::move(o));
     }
   }
@@ -342,7 +427,8 @@ struct SequenceDecoder::Impl {
   size_t frames_read = 0;
   bool stateful = false;
 
-  explicit Impl(const ContainerReader& r) : reader(r) {
+  DecodeOptions opt;
+  Impl(const ContainerReader& r, DecodeOptions o) : reader(r), opt(o) {
     variants.resize(r.variants().size());
     stateful = stages(0).stateful();
     names.resize(r.frame_count());
@@ -363,6 +449,11 @@ struct SequenceDecoder::Impl {
   }
   Tensor decode_record(size_t f, size_t i, Chain& chain) {
     RecordMeta m = reader.record(f, i);
+    const uint64_t need = m.info.elements() * std::max<uint64_t>(4, dtype_size(m.info.dtype));
+    if (m.storage == Storage::Pipeline && need > opt.memory_limit)
+      fail(ErrorCode::Input, reader.path() + ": tensor '" + m.info.name + "' of frame " + std::to_string(f) +
+                                 " needs " + std::to_string(need) + " bytes to decode, over the memory limit of " +
+                                 std::to_string(opt.memory_limit) + " bytes (--memory-limit)");
     Streams s = reader.streams(m);
     Tensor out;
     out.info = m.info;
@@ -387,7 +478,7 @@ struct SequenceDecoder::Impl {
   }
 };
 
-SequenceDecoder::SequenceDecoder(const ContainerReader& r) : impl_(std::make_unique<Impl>(r)) {}
+SequenceDecoder::SequenceDecoder(const ContainerReader& r, DecodeOptions o) : impl_(std::make_unique<Impl>(r, o)) {}
 SequenceDecoder::~SequenceDecoder() = default;
 size_t SequenceDecoder::frames_read() const noexcept { return impl_->frames_read; }
 bool SequenceDecoder::stateful() const noexcept { return impl_->stateful; }

@@ -1,5 +1,6 @@
 // The .gcz container v1: writer and reader. Byte layout: docs/format.md.
 #include <gradcodec/container.hpp>
+#include <gradcodec/pipeline.hpp>
 
 #include "core/checksum.hpp"
 
@@ -295,6 +296,17 @@ ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(
     variants_.emplace_back(b.begin(), b.end());
   }
   r.expect_end();
+  // Every pipeline must name stages and versions this gradcodec decodes (checked once, here, so
+  // that decode and inspect refuse such a file alike).
+  for (size_t v = 0; v < variants_.size(); ++v) {
+    try {
+      (void)Pipeline::from_json(variants_[v]);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Corrupt) throw;
+      if (v == 0) corrupt("header", kPreambleSize, e.what());
+      corrupt("footer", footer_off, "variant " + std::to_string(v) + ": " + e.what());
+    }
+  }
 }
 
 const FrameInfo& ContainerReader::frame(size_t f) const {
@@ -371,6 +383,12 @@ RecordMeta ContainerReader::record(size_t f, size_t i) const {
   if (m.storage == Storage::PassThrough && (m.streams.size() != 1 || m.streams[0].name != "raw"))
     corrupt(sec, off, "pass-through record without its raw stream");
   return m;
+}
+
+void ContainerReader::verify_streams(const RecordMeta& m) const {
+  for (const auto& si : m.streams)
+    if (xxh3(file_->data() + si.offset, si.size) != si.checksum)
+      corrupt("stream '" + si.name + "' of tensor " + m.info.name, si.offset, "checksum mismatch");
 }
 
 Streams ContainerReader::streams(const RecordMeta& m) const {

@@ -191,6 +191,38 @@ const char* kind_plural(StageKind k) {
 
 }  // namespace
 
+// A value codec that reorders the index into value order (curvefit) needs coded positions (a
+// sparsifier that sends its index) and an index coder that keeps that order.
+template <class Bad>
+void check_value_order(const std::vector<StageSpec>& specs, const StageSpec* reducer, const Stage* reducer_stage,
+                       const Bad& bad) {
+  const StageSpec* quant = nullptr;
+  const StageSpec* coder = nullptr;
+  for (const auto& s : specs) {
+    StageKind k = find_stage(s.name)->kind;
+    if (k == StageKind::Quantizer) quant = &s;
+    if (k == StageKind::IndexCoder) coder = &s;
+  }
+  if (!quant) return;
+  auto q = find_stage(quant->name)->make(quant->params, quant->version);
+  if (!static_cast<const Quantizer*>(q.get())->reorders_index()) return;
+  auto* red = dynamic_cast<const Reducer*>(reducer_stage);
+  if (!reducer || !red || red->kind() != StageKind::Sparsifier || !red->needs_index_coder() || !coder)
+    bad(quant->name + " sends the kept values in value order with their positions: it needs a sparsifier whose "
+        "positions are coded before it (sparsifiers: " + names_of_kind(StageKind::Sparsifier) + ")");
+  auto c = find_stage(coder->name)->make(coder->params, coder->version);
+  if (!static_cast<const IndexCoder*>(c.get())->keeps_order()) {
+    std::string keep;
+    for (const auto& e : stage_table()) {
+      if (e.kind != StageKind::IndexCoder) continue;
+      auto x = e.make(make_spec(e, e.version, {}).params, e.version);
+      if (static_cast<const IndexCoder*>(x.get())->keeps_order()) keep += (keep.empty() ? "" : ", ") + std::string(e.name);
+    }
+    bad(quant->name + " reorders the positions into value order, which " + coder->name +
+        " cannot code (index coders that keep value order: " + keep + ")");
+  }
+}
+
 // Checks the typed chain and inserts the implied stages; shared by parse() and from_json().
 struct PipelineBuilder {
   static Pipeline finish(std::vector<StageSpec> specs, bool from_container) {
@@ -221,7 +253,8 @@ struct PipelineBuilder {
       if (r == 2) quantizer = &s;
       if (r == 3) {
         indexer = &s;
-        if (!reducer || find_stage(reducer->name)->kind != StageKind::Sparsifier)
+        // The stage's own kind: a control stage (accordion) takes the kind of the stage it wraps.
+        if (!reducer || reducer_stage->kind() != StageKind::Sparsifier)
           bad(s.name + " (index coder) needs a sparsifier before it (sparsifiers: " +
               names_of_kind(StageKind::Sparsifier) + ")");
         auto* red = dynamic_cast<Reducer*>(reducer_stage.get());
@@ -240,12 +273,13 @@ struct PipelineBuilder {
     if (!quantizer) insert_before_rank(2, make_spec(*find_stage("raw"), 1, {}));
     if (reducer && !indexer) {
       auto* red = dynamic_cast<Reducer*>(reducer_stage.get());
-      bool is_sparsifier = find_stage(reducer->name)->kind == StageKind::Sparsifier;
+      bool is_sparsifier = reducer_stage->kind() == StageKind::Sparsifier;
       if (is_sparsifier && red && red->needs_index_coder())
         insert_before_rank(3, make_spec(*find_stage("varint"), find_stage("varint")->version, {}));
     }
     // Every stage must instantiate (factories reject combinations the schema cannot express).
     for (const auto& s : out) (void)find_stage(s.name)->make(s.params, s.version);
+    check_value_order(out, reducer, reducer_stage.get(), bad);
     Pipeline p;
     p.stages_ = std::move(out);
     return p;
@@ -284,6 +318,8 @@ Pipeline Pipeline::parse(const std::string& text) {
   if (!lx.at_end()) usage("pipeline: unexpected '" + text.substr(lx.i, 10) + "' at offset " + std::to_string(lx.i) + " (stages are separated by '|')");
   return PipelineBuilder::finish(std::move(specs), false);
 }
+
+Pipeline Pipeline::from_stages(std::vector<StageSpec> stages) { return PipelineBuilder::finish(std::move(stages), false); }
 
 Pipeline Pipeline::preset(const std::string& name) {
   const Preset* p = find_preset(name);

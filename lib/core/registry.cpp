@@ -6,13 +6,18 @@
 #include "transform/delta.hpp"
 #include "transform/ef.hpp"
 // sparsifiers
+#include "sparsify/bird.hpp"
 #include "sparsify/dgc.hpp"
 #include "sparsify/randk.hpp"
 #include "sparsify/threshold.hpp"
+#include "sparsify/tcs.hpp"
 #include "sparsify/topk.hpp"
 // low-rank
+#include "lowrank/accordion.hpp"
+#include "lowrank/powersgd.hpp"
 // quantizers
 #include "quantize/fp16.hpp"
+#include "quantize/curvefit.hpp"
 #include "quantize/fractional.hpp"
 #include "quantize/intn.hpp"
 #include "quantize/onebit.hpp"
@@ -24,6 +29,7 @@
 #include "quantize/terngrad.hpp"
 // index coders
 #include "index/bitmap.hpp"
+#include "index/bloom.hpp"
 #include "index/elias.hpp"
 #include "index/golomb.hpp"
 #include "index/plain.hpp"
@@ -89,7 +95,57 @@ const std::vector<StageEntry>& build_table() {
        make_randk, "k positions (or blocks) uniformly without replacement",
        "Stich, Cordonnier & Jaggi 2018 (Sparsified SGD with Memory) §2; TCS seed 002 §I-C (shared seed)",
        "randk(ratio=0.25)"},
+      {"bird", StageKind::Sparsifier, 1, {},
+       {{"vectors", ParamType::Choice, "attach", false, 0, 0, false, {"attach", "dense"},
+         "1-D tensors: send (fp32) the entries of the sibling weight's sampled output channels, or all"}},
+       make_bird, "BIRD: blocks (conv kernels, matrix rows) sampled by L1 then L-inf; kept blocks = sign * S",
+       "seed 000 (BIRD+, journal version of BIRD) §III-B/C, Algorithm 1 with the L-inf stage; ALGORITHMS.md bird",
+       "bird | sign | plain | lzma(stream=index)"},
+      {"bird+", StageKind::Sparsifier, 1, {},
+       {{"gamma", ParamType::Float, "", false, 0, 1e6, false, {},
+         "exponent on the L-inf probability, >= 0; larger keeps fewer blocks (or keep)"},
+        {"keep", ParamType::Float, "", false, 0, 1, true, {},
+         "target kept fraction of each tensor, (0, 1]: gamma solved per tensor (or gamma)"},
+        {"vectors", ParamType::Choice, "attach", false, 0, 0, false, {"attach", "dense"},
+         "1-D tensors: send (fp32) the entries of the sibling weight's sampled output channels, or all"}},
+       make_bird_plus, "BIRD+: L1 sampling, then K ~ sum Bernoulli(p_inf^gamma) blocks chosen uniformly; sign * S",
+       "seed 000 (BIRD+) §III-C, Algorithm 1 (gamma correction, uniform second stage); ALGORITHMS.md bird",
+       "bird+(gamma=1.4) | sign | plain | lzma(stream=index)"},
+      {"tcs", StageKind::Sparsifier, 1, {},
+       {{"global", ParamType::Float, "0.01", false, 0, 1, false, {},
+         "fraction of the snapshot in the global mask: top of the previous decoded update, sent without positions"},
+        {"local", ParamType::Float, "0.001", false, 0, 1, false, {},
+         "fraction in the local mask: top of g + e outside the global mask, positions coded (tcspos)"},
+        {"fairness", ParamType::Choice, "none", false, 0, 0, false, {"none", "lf", "plf"},
+         "layer-wise fairness: lf = every tensor gets its minimum in both masks, plf = in the global mask only"},
+        {"min_global", ParamType::Float, "0.001", false, 0, 1, false, {},
+         "lf/plf: least fraction of each tensor in the global mask (the paper's phi_min_global)"},
+        {"min_local", ParamType::Float, "0.0004", false, 0, 1, false, {},
+         "lf: least fraction of each tensor in the local mask (the paper's phi_min_local)"}},
+       make_tcs,
+       "time-correlated sparsification: values of the previous update's top positions + coded top of the residual",
+       "Ozfatura et al. (TCS), seed 002 §II-A..C, Algorithm 2, §II-E position code; ALGORITHMS.md tcs",
+       "tcs(global=0.05, local=0.01)"},
       // ---- low-rank ----
+      {"powersgd", StageKind::LowRank, 1, {},
+       {int_param("rank", "1", 1, 65536, "rank r of the approximation (r' = min(n, m, r))"),
+        int_param("iters", "1", 1, 64, "power iterations per frame (warm-started from the last frame's Q)"),
+        {"ef", ParamType::Bool, "true", false, 0, 0, false, {}, "error feedback: M <- M + e, e <- M - decoded"}},
+       make_powersgd, "PowerSGD: [shape[0], rest] matrices as P^Q^T by warm-started power iteration; others dense",
+       "Vogels, Karimireddy & Jaggi 2019 (PowerSGD) Alg. 1-2; seed 001 §3; PyTorch powerSGD_hook (min compression 2)",
+       "powersgd(rank=2)"},
+      {"accordion", StageKind::LowRank, 1, {},
+       {{"mild", ParamType::Pipeline, "", true, 0, 0, false, {},
+         "the low-compression reducer for critical regimes, quoted: \"powersgd(rank=2)\""},
+        {"aggressive", ParamType::Pipeline, "", true, 0, 0, false, {},
+         "the high-compression reducer (the same stage as mild), quoted: \"powersgd(rank=1)\""},
+        {"eta", ParamType::Float, "0.5", false, 0, 1e300, false, {},
+         "critical when |old - new| / old >= eta for the norms of the last two accumulated intervals"},
+        int_param("interval", "1", 1, 1e9, "frames per interval: the gradient is accumulated and the choice made per interval")},
+       make_accordion,
+       "Accordion: per tensor and interval, mild in critical regimes (gradient-norm change >= eta), else aggressive",
+       "Agarwal et al. 2021 (Accordion) eq. 2 and auto_scale.py; seed 001 §4; ALGORITHMS.md accordion",
+       "accordion(mild=\"powersgd(rank=2)\", aggressive=\"powersgd(rank=1)\")"},
       // ---- quantizers ----
       {"raw", StageKind::Quantizer, 1, {}, {}, make_raw,
        "values as stored: the tensor's own dtype when untouched, else f32 (implied when no quantizer)",
@@ -132,6 +188,16 @@ const std::vector<StageEntry>& build_table() {
        {int_param("P", "16", 1, 65536, "intervals (geometric, between the smallest and largest |v|)")},
        make_fractional, "fractional quantization: |v| to its geometric interval's mean; ceil(log2 P) + 1 bits/value",
        "Ozfatura et al. (TCS), seed 002 §II-F", "fractional(P=16)"},
+      {"curvefit", StageKind::Quantizer, 1, {},
+       {{"basis", ParamType::Choice, "poly", false, 0, 0, false, {"poly", "dexp", "logit"},
+         "curve fitted to |v| against its rank: polynomial, double exponential, or polynomial in the logit"},
+        int_param("degree", "5", 0, 15, "degree of the poly and logit curves (dexp has 4 coefficients)"),
+        int_param("segments", "1", 1, 64, "rank segments fitted separately (fewer when a segment would be too short)")},
+       make_curvefit,
+       "curve fit of the sorted kept values (positives and negatives apart): fp64 coefficients only; "
+       "the positions then travel in value order",
+       "DeepReduce: Kostopoulou's thesis, seed 004 §4 (4.2.1 logit, 4.2.2 polynomial segments, 4.3.1 double exponential)",
+       "topk(ratio=0.1) | curvefit(segments=2)"},
       // ---- index coders ----
       {"plain", StageKind::IndexCoder, 1, {}, {}, make_plain,
        "positions as u32 (u64 when the universe d >= 2^32), little-endian; keeps a value-order index",
@@ -158,6 +224,16 @@ const std::vector<StageEntry>& build_table() {
       {"tcspos", StageKind::IndexCoder, 1, {}, {}, make_tcspos,
        "TCS block code: blocks of B = 2^ceil(log2(d/k)); '1' + log2 B bits per position, '0' ends a block",
        "TCS seed 002 §II-E, Algorithm 4, eq. (18)", "topk(ratio=0.1) | tcspos"},
+      {"bloom", StageKind::IndexCoder, 1, {},
+       {{"fpr", ParamType::Float, "0.01", false, 1e-9, 0.9, false, {},
+         "target false-positive rate eps: m = ceil(-r ln eps/(ln 2)^2) bits, k = round(-ln eps/ln 2) hashes"},
+        {"policy", ParamType::Choice, "conflict", false, 0, 0, false, {"leftmost", "random", "conflict"},
+         "how the decoder picks r of the positions the filter answers"},
+        {"fp_aware", ParamType::Bool, "false", false, 0, 0, false, {},
+         "send the values at the positions the decoder will pick (each picked position gets its own value)"}},
+       make_bloom, "Bloom filter of the kept positions (lossy): the decoder queries every position, a policy picks r",
+       "DeepReduce: Kostopoulou's thesis, seed 004 §3 (3.2 sizing, 3.4 policies, 3.7 false-positive-aware)",
+       "topk(ratio=0.1) | bloom(fpr=0.05, fp_aware=true)"},
       // ---- lossless ----
       {"shuffle", StageKind::Lossless, 1, {},
        {int_param("width", "0", 0, 16, "element width in bytes; 0 = the stream's own"), stream_param()},
@@ -198,6 +274,25 @@ const std::vector<Preset>& preset_table() {
       {"topk-1pct", "topk(ratio=0.01)", "Top-k 1%, varint positions (Aji & Heafield 2017 §2; Stich et al. 2018)"},
       {"randk-1pct", "randk(ratio=0.01)", "Random-k 1%, shared seed: no index (Stich et al. 2018; TCS seed 002 §I-C)"},
       {"dgc", "dgc(ratio=0.001)", "Deep Gradient Compression, 99.9% sparsity (Lin et al. ICLR 2018 §2.1, §5)"},
+      {"deepreduce-bloom", "topk(ratio=0.01) | bloom(fpr=0.01, policy=conflict, fp_aware=true)",
+       "DeepReduce: top-1%, false-positive-aware Bloom filter with conflict sets, fp32 values (seed 004 §3.7, Table 2)"},
+      {"deepreduce-fit", "topk(ratio=0.01) | curvefit(basis=poly, degree=5, segments=4) | varint",
+       "DeepReduce: top-1%, polynomial curve fit of the values, positions in value order (seed 004 §4.2.2)"},
+      {"bird", "bird | sign | plain | lzma(stream=index)",
+       "BIRD: bi-random block sampling, sign values + one scale, LZMA-coded block indices (seed 000)"},
+      {"bird+", "bird+(gamma=1.4) | sign | plain | lzma(stream=index)",
+       "BIRD+ with gamma 1.4: gamma-corrected count, uniform choice, sign values, LZMA indices (seed 000)"},
+      {"tcs", "tcs(global=0.01, local=0.001)",
+       "TCS: 1% global mask from the previous update + 0.1% coded local positions, fp32 values (seed 002, Table I)"},
+      {"tcs-q5", "tcs(global=0.01, local=0.001) | fractional(P=16)",
+       "TCS with 5-bit fractional values (sign + 4-bit interval; seed 002 §II-F, TCS-LF-Q5's quantizer, Table II)"},
+      {"powersgd-r1", "powersgd(rank=1)", "PowerSGD rank 1, warm start, error feedback (Vogels et al. 2019; seed 001 §3)"},
+      {"powersgd-r2", "powersgd(rank=2)", "PowerSGD rank 2, warm start, error feedback (Vogels et al. 2019; seed 001 §3)"},
+      {"powersgd-r4", "powersgd(rank=4)", "PowerSGD rank 4, warm start, error feedback (Vogels et al. 2019; seed 001 §3)"},
+      {"accordion-powersgd", "accordion(mild=\"powersgd(rank=2)\", aggressive=\"powersgd(rank=1)\")",
+       "Accordion over PowerSGD rank 2 (critical) / rank 1, eta 0.5 (Agarwal et al. 2021 Table 1; seed 001 §4.2)"},
+      {"accordion-topk", "ef | accordion(mild=\"topk(ratio=0.99)\", aggressive=\"topk(ratio=0.1)\")",
+       "Accordion over top-k 99% (critical) / 10% with error feedback (Agarwal et al. 2021; seed 001 §4.3)"},
   };
   return presets;
 }

@@ -1,6 +1,8 @@
 #include <gradcodec/half.hpp>
 #include <gradcodec/stage.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace gradcodec {
@@ -38,7 +40,7 @@ uint64_t Streams::total_bytes() const noexcept {
 void to_f32(DType dt, const uint8_t* src, uint64_t n, float* dst) {
   switch (dt) {
     case DType::F32:
-      if (n) std::memcpy(dst, src, n * 4);
+      if (n) std::memcpy(dst, src, n * 4);  // (empty tensors may come with null pointers)
       return;
     case DType::F64:
       for (uint64_t i = 0; i < n; ++i) {
@@ -135,6 +137,28 @@ void scatter_to_dense(Payload& p) {
     p.values = std::move(dense);
   }
   p.sparse = false;
+}
+
+}  // namespace gradcodec
+
+namespace gradcodec {
+
+double StageStat::value() const noexcept {
+  if (!(den > 0)) return 0.0;
+  const double v = num / den;
+  return root ? std::sqrt(v) : v;
+}
+
+void merge_stats(StageStats& into, const StageStats& add) {
+  for (const auto& s : add) {
+    auto it = std::find_if(into.begin(), into.end(), [&](const StageStat& x) { return x.name == s.name; });
+    if (it == into.end()) {
+      into.push_back(s);
+    } else {
+      it->num += s.num;
+      it->den += s.den;
+    }
+  }
 }
 
 }  // namespace gradcodec

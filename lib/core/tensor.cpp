@@ -1,6 +1,8 @@
 #include <gradcodec/error.hpp>
 #include <gradcodec/tensor.hpp>
 
+#include <cstring>
+
 namespace gradcodec {
 
 size_t dtype_size(DType t) noexcept {
@@ -9,6 +11,34 @@ size_t dtype_size(DType t) noexcept {
     case DType::BF16: return 2;
     case DType::F32: return 4;
     case DType::F64: return 8;
+    case DType::Other: return 0;
+  }
+  return 0;
+}
+
+namespace {
+// Elements whose exponent field is all ones (NaN or ±Inf), for little-endian words of type W.
+template <class W>
+uint64_t count_exponent_all_ones(const uint8_t* p, uint64_t n, W exponent_mask) noexcept {
+  uint64_t c = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    W w;
+    std::memcpy(&w, p + i * sizeof(W), sizeof(W));
+    c += (w & exponent_mask) == exponent_mask;
+  }
+  return c;
+}
+}  // namespace
+
+uint64_t count_nonfinite(const Tensor& t) noexcept {
+  const size_t w = dtype_size(t.dtype());
+  if (w == 0 || t.data.empty()) return 0;
+  const uint64_t n = t.data.size() / w;
+  switch (t.dtype()) {
+    case DType::F16: return count_exponent_all_ones<uint16_t>(t.data.data(), n, 0x7c00);
+    case DType::BF16: return count_exponent_all_ones<uint16_t>(t.data.data(), n, 0x7f80);
+    case DType::F32: return count_exponent_all_ones<uint32_t>(t.data.data(), n, 0x7f800000u);
+    case DType::F64: return count_exponent_all_ones<uint64_t>(t.data.data(), n, 0x7ff0000000000000ull);
     case DType::Other: return 0;
   }
   return 0;

@@ -74,13 +74,13 @@ class TcsPos final : public IndexCoder {
     p.index.reserve(k);
     BitReader r(bits, "tcspos index stream");
     uint64_t next = 0;  // smallest position the next one may take (strictly ascending)
-    for (uint64_t block = 0; block < blocks;) {  // every step consumes at least one bit
-      if (!r.bit()) {
-        ++block;
-        continue;
-      }
+    const uint64_t offset_mask = (uint64_t{1} << l) - 1;
+    uint64_t block = 0;
+    for (;;) {  // every step consumes at least one bit: bounded by the stream
+      block += r.skip_zeros(blocks - block);  // '0': the block ends
+      if (block == blocks) break;
       if (p.index.size() == k) idx::corrupt(kName, "more positions than the count of " + std::to_string(k));
-      const uint64_t x = (block << l) | r.get(l);
+      const uint64_t x = (block << l) | (r.get(l + 1) & offset_mask);  // '1' + offset
       if (x >= p.universe || x < next)
         idx::corrupt(kName, "position " + std::to_string(x) + " is out of order or outside [0, " +
                                 std::to_string(p.universe) + ")");

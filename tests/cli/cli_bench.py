@@ -77,6 +77,16 @@ def test_refusals():
     fails("bench", path("nope.npz"), code=2, contains="nope.npz")
 
 
+def test_a_wrong_decode_is_a_mismatch_with_exit_5():
+    # GRADCODEC_TEST_FLIP_DECODED flips one bit of the first decoded tensor: the lossless check
+    # against the input and the lossy check of later runs against the first must both catch it.
+    env = {"GRADCODEC_TEST_FLIP_DECODED": "1"}
+    fails("bench", path("g.npz"), "--preset", "lossless", "--min-time", "0", "--repeat", "1", "--quiet",
+          code=5, contains="decoded differently from the input", env=env)
+    fails("bench", path("g.npz"), "--preset", "topk-1pct", "--min-time", "0", "--repeat", "1", "--quiet",
+          code=5, contains="decoded differently from the first decoded run", env=env)
+
+
 def test_table_prints_formulas_and_no_progress_bar_without_tty():
     out, err = run("bench", path("g.npz"), "--preset", "fp16", "--min-time", "0")
     text = out.decode()

@@ -2,6 +2,7 @@
 """Every truncation of a small container, and a single-bit flip in every byte of it (the bit
 rotating with the position), make `gradcodec decode` exit 3 with one error line — never a crash,
 a hang or an output file."""
+import json
 import os
 import subprocess
 import sys
@@ -38,6 +39,22 @@ def test_bit_flip_in_every_byte():
         bad = bytearray(GOOD)
         bad[pos] ^= 1 << (pos % 8)
         decode_must_fail(bytes(bad), f"bit {pos % 8} of byte {pos}")
+
+
+def test_committed_must_fail_containers():
+    # test_data/corrupt: one container per malformed field (tests/fixtures/make_corrupt.py), each
+    # with the exact error line decode and inspect must print.
+    folder = os.path.join(sys.argv[2], "test_data", "corrupt")
+    expected = json.load(open(os.path.join(folder, "expected.json")))
+    assert len(expected) >= 15
+    for name, want in sorted(expected.items()):
+        f = os.path.join(folder, name)
+        for cmd in (["decode", f, "-o", path("never.npz")], ["inspect", f]):
+            p = subprocess.run([EXE, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+            err = p.stderr.decode().strip()
+            assert p.returncode == want["exit"], (name, cmd[0], p.returncode, err)
+            assert err == want["error"].format(path=f), (name, cmd[0], err, want["error"])
+        assert not os.path.exists(path("never.npz"))
 
 
 clitest.run_all(globals())

@@ -108,4 +108,20 @@ def test_unknown_tensor_and_frame():
     fails("decode", path("u.gcz"), "--frame", "3", "-o", path("u.npz"), code=1, contains="frame 3")
 
 
+def test_decode_memory_limit():
+    # A tensor needing 4 MB to decode: refused under a 1M limit before any allocation, decoded
+    # under 8M; a bad size is a usage error. The header cap and the tensor-count cap are covered
+    # by test_data/corrupt (cli_corrupt), NPZ bombs by the npz fixtures, lossless bombs by
+    # test_lossless.
+    np.savez(path("big.npz"), w=np.ones((1000, 1000), np.float32))
+    run("encode", path("big.npz"), "-o", path("big.gcz"), "--preset", "topk-1pct", "--quiet")
+    fails("decode", path("big.gcz"), "-o", path("big_out.npz"), "--memory-limit", "1M", code=2,
+          contains=["tensor 'w'", "needs 4000000 bytes", "memory limit of 1048576 bytes", "--memory-limit"])
+    assert not os.path.exists(path("big_out.npz"))
+    run("decode", path("big.gcz"), "-o", path("big_out.npz"), "--memory-limit", "8M")
+    for bad in ("lots", "-5", "3X", "99999999999T"):
+        fails("decode", path("big.gcz"), "-o", path("big_out2.npz"), "--memory-limit", bad, code=1,
+              contains="--memory-limit")
+
+
 clitest.run_all(globals())

@@ -159,8 +159,38 @@ def test_non_float_skip_pass_through_strict():
     assert not os.path.exists(path("ms.gcz"))
 
 
+def test_nonfinite_lossy_refuses_or_stores_raw():
+    g = rng.standard_normal((64, 32)).astype(np.float32)
+    g.reshape(-1)[[3, 70, 500]] = [np.nan, np.inf, -np.inf]
+    clean = rng.standard_normal(300).astype(np.float32)
+    np.savez(path("nf.npz"), clean=clean, bad=g)
+    out = path("nf.gcz")
+    # Lossy by default: refused, naming the tensor and the count; no output left behind.
+    fails("encode", path("nf.npz"), "-o", out, "--preset", "topk-1pct", code=2,
+          contains=["tensor 'bad'", "3 non-finite", "--nonfinite=raw"])
+    assert not os.path.exists(out)
+    fails("bench", path("nf.npz"), "--preset", "qsgd8", "--quiet", "--min-time", "0", code=2, contains="tensor 'bad'")
+    fails("encode", path("nf.npz"), "-o", out, "--preset", "topk-1pct", "--nonfinite", "maybe", code=1,
+          contains="--nonfinite")
+    # --nonfinite=raw: the tensor is stored raw (bit-exact), the others go through the pipeline.
+    run("encode", path("nf.npz"), "-o", out, "--preset", "topk-1pct", "--nonfinite", "raw")
+    info = json.loads(run("inspect", out, "--json")[0])
+    storage = {t["name"]: t["storage"] for t in info["frames"][0]["tensors"]}
+    assert storage == {"clean": "pipeline", "bad": "raw"}, storage
+    run("decode", out, "-o", path("nf_out.npz"))
+    with np.load(path("nf_out.npz")) as z:
+        assert same_bits(z["bad"], g)
+        assert np.count_nonzero(z["clean"]) == 3  # 1% of 300, rounded
+    # Lossless pipelines keep NaN/Inf bit-exact without being asked.
+    run("encode", path("nf.npz"), "-o", path("nf2.gcz"), "--preset", "lossless")
+    run("decode", path("nf2.gcz"), "-o", path("nf2_out.npz"))
+    with np.load(path("nf2_out.npz")) as z:
+        assert same_bits(z["bad"], g) and same_bits(z["clean"], clean)
+
+
 def test_inspect_json_fields():
-    np.savez(path("i.npz"), **ARRAYS)
+    finite = {k: np.nan_to_num(v, nan=0.0, posinf=1.0, neginf=-1.0) for k, v in ARRAYS.items()}  # fp16 is lossy
+    np.savez(path("i.npz"), **finite)
     run("encode", path("i.npz"), "-o", path("i.gcz"), "--preset", "fp16", "--force", "--quiet")
     info = json.loads(run("inspect", path("i.gcz"), "--json")[0])
     assert info["pipeline"] == "fp16"

@@ -17,19 +17,20 @@ def path(*parts):
     return os.path.join(WORK, *parts)
 
 
-def run(*args, stdin=None, expect=0):
-    """Runs gradcodec with args; checks the exit code; returns (stdout bytes, stderr text)."""
+def run(*args, stdin=None, expect=0, env=None):
+    """Runs gradcodec with args (and extra environment variables); checks the exit code; returns
+    (stdout bytes, stderr text)."""
     p = subprocess.run([EXE, *map(str, args)], input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=120)
+                       timeout=120, env={**os.environ, **(env or {})})
     err = p.stderr.decode("utf-8", "replace")
     if p.returncode != expect:
         raise AssertionError(f"gradcodec {' '.join(map(str, args))}: exit {p.returncode}, expected {expect}\n{err}")
     return p.stdout, err
 
 
-def fails(*args, code, contains=(), stdin=None):
+def fails(*args, code, contains=(), stdin=None, env=None):
     """Runs a command that must fail with `code` and exactly one stderr line 'gradcodec: error: ...'."""
-    _, err = run(*args, expect=code, stdin=stdin)
+    _, err = run(*args, expect=code, stdin=stdin, env=env)
     lines = [l for l in err.splitlines() if l.strip()]
     errors = [l for l in lines if l.startswith("gradcodec: error: ")]
     assert len(errors) == 1 and lines[-1] == errors[0], f"expected one error line, got:\n{err}"

@@ -110,6 +110,12 @@ TEST_CASE("BitReader throws Corrupt at the end and on over-long unary codes", "[
   CHECK(d.get(20) == 0);
   CHECK(code_of([&] { d.get(5); }) == ErrorCode::Corrupt);
   CHECK(d.get(4) == 1);
+  BitReader z(data, "test stream");
+  CHECK(z.skip_zeros(5) == 5);
+  CHECK(z.skip_zeros(100) == 18);  // stops before the 1
+  CHECK(z.get(1) == 1);
+  CHECK(code_of([&] { z.skip_zeros(1); }) == ErrorCode::Corrupt);
+  CHECK(z.skip_zeros(0) == 0);
   // 64-bit reads across the fast and slow paths.
   std::vector<uint8_t> ones(17, 0xff);
   BitReader e(ones, "test stream");

@@ -71,3 +71,25 @@ TEST_CASE("f64 lossless keeps every bit, lossy f64 decodes back to f64", "[codec
   auto out = values_of(h.decoded);
   for (size_t i = 0; i < v.size(); ++i) CHECK(std::fabs(out[i] - v[i]) <= 1e-3 * std::fabs(v[i]) + 1e-7);
 }
+
+TEST_CASE("count_nonfinite counts NaN and Inf patterns of every dtype, and nothing else", "[codec]") {
+  // Per dtype: a NaN, +Inf, -Inf, the largest finite, -0 and a subnormal, little-endian words.
+  auto words16 = [](std::vector<uint16_t> w) {
+    std::vector<uint8_t> b(w.size() * 2);
+    std::memcpy(b.data(), w.data(), b.size());
+    return b;
+  };
+  CHECK(count_nonfinite(bytes_tensor("h", DType::F16, {6}, words16({0x7e00, 0x7c00, 0xfc00, 0x7bff, 0x8000, 0x0001}))) == 3);
+  CHECK(count_nonfinite(bytes_tensor("b", DType::BF16, {6}, words16({0x7fc1, 0x7f80, 0xff80, 0x7f7f, 0x8000, 0x0001}))) == 3);
+  std::vector<float> f = {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::max(), -0.0f, std::numeric_limits<float>::denorm_min()};
+  std::vector<uint8_t> fb(f.size() * 4);
+  std::memcpy(fb.data(), f.data(), fb.size());
+  CHECK(count_nonfinite(bytes_tensor("f", DType::F32, {6}, fb)) == 3);
+  std::vector<double> d = {std::nan(""), std::numeric_limits<double>::infinity(), std::numeric_limits<double>::max(), 1.0};
+  std::vector<uint8_t> db(d.size() * 8);
+  std::memcpy(db.data(), d.data(), db.size());
+  CHECK(count_nonfinite(bytes_tensor("d", DType::F64, {4}, db)) == 2);
+  CHECK(count_nonfinite(bytes_tensor("o", DType::Other, {4}, std::vector<uint8_t>(4, 0xff))) == 0);
+  CHECK(count_nonfinite(bytes_tensor("e", DType::F32, {0}, {})) == 0);
+}

@@ -136,7 +136,25 @@ class BitReader {
   bool bit() { return get(1) != 0; }
   // Counts 0 bits up to the next 1 bit and consumes both (the unary code "z zeros, then 1").
   // Throws Corrupt when more than `limit` zeros come first or the stream ends.
-  uint64_t unary(uint64_t limit);
+  uint64_t unary(uint64_t limit) {
+    const uint64_t byte = pos_ >> 3;
+    if (byte + 8 <= d_.size()) {  // fast path: the 1 is within the next 57+ bits
+      uint64_t w;
+      std::memcpy(&w, d_.data() + byte, 8);
+      w = __builtin_bswap64(w) << (pos_ & 7);
+      if (w != 0) {
+        const uint64_t z = static_cast<uint64_t>(__builtin_clzll(w));
+        if (z <= limit) {
+          pos_ += z + 1;
+          return z;
+        }
+      }
+    }
+    return unary_slow(limit);
+  }
+  // Consumes 0 bits until the next 1 bit (left unread) or until `most` zeros were consumed;
+  // returns how many. Throws Corrupt when the stream ends first.
+  uint64_t skip_zeros(uint64_t most);
   uint64_t bits_left() const { return d_.size() * 8 - pos_; }
   uint64_t position() const { return pos_; }
   const std::string& what() const { return what_; }
@@ -144,6 +162,7 @@ class BitReader {
 
  private:
   uint64_t get_slow(unsigned nbits);
+  uint64_t unary_slow(uint64_t limit);
   std::span<const uint8_t> d_;
   uint64_t pos_ = 0;
   std::string what_;

@@ -39,6 +39,8 @@ class PipelineStages {
   bool stochastic() const noexcept { return stochastic_; }
   // True when the value codec sees the source's own elements (no transform, selecting reducer).
   bool exact_values() const noexcept { return exact_values_; }
+  // True when decoding gives the input bit for bit: no transform, no reducer, the `raw` value codec.
+  bool lossless() const noexcept { return bit_exact_; }
   size_t size() const noexcept { return stages_.size(); }
 
   struct Encoded {
@@ -46,6 +48,8 @@ class PipelineStages {
     Streams plain;            // streams before the lossless stages (for the mirror decoder)
     uint64_t kept = 0;        // values the value codec coded (n when dense, kept positions × block)
     StageTimes times;         // filled when encode() is asked to time the stages
+    StageStats stats;         // the stages' figures (Stage::stream_stats), when any stage has some
+    int variant = -1;         // the control stage's alternative that made it (see variant()), or -1
   };
   // Per-tensor state: one slot per stage, encoder side and decoder side.
   struct TensorState {
@@ -56,12 +60,23 @@ class PipelineStages {
 
   // Encodes one tensor through every stage. `ctx` carries seed/frame/tensor; `st` the state.
   Encoded encode(const Tensor& t, const StageContext& ctx, TensorState& st, bool timed = false) const;
-  // Runs the reducer's snapshot-wide pre-pass for a frame (null when it has none).
-  std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const;
+  // Runs the reducer's snapshot-wide pre-pass for a frame (null when it has none). `states`, when
+  // given, returns the state of tensor i of the frame from the earlier frames (or null); the
+  // reducer then sees its own slots of it (FrameView::state, ::shared).
+  std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx,
+                                               const std::function<const TensorState*(size_t)>& states = {}) const;
+  // The pipeline variant of a control stage's alternative k (Encoded::variant): this pipeline
+  // with the control stage replaced in place by the alternative's reducer. Decodes its records.
+  const PipelineStages& variant(int k) const;
   // Decodes streams (after lossless decoding when `lossless_applied`) to the tensor's dtype.
   // `recon` (optional) receives the f32 values the reducer produced, before transforms' inverses.
   Tensor decode(const TensorInfo& info, Streams streams, bool lossless_applied, const StageContext& ctx,
                 TensorState& st, std::vector<float>* before_transforms = nullptr) const;
+  // True when a stage reports figures from its streams (Stage::has_stats).
+  bool has_stats() const noexcept { return has_stats_; }
+  // The stages' figures for one record (inspect): undoes the lossless stages when
+  // `lossless_applied`, then asks every stage (Stage::stream_stats). Empty when no stage has any.
+  StageStats stats(const TensorInfo& info, Streams streams, bool lossless_applied) const;
   // Records that a tensor was stored raw (decoded = the tensor) so stateful stages stay in step.
   void observe_raw(const Tensor& decoded, const StageContext& ctx, TensorState& st, bool encoder_side) const;
   // Runs the encoder-side bookkeeping after a record is final (ef memory update).
@@ -75,11 +90,17 @@ class PipelineStages {
   std::vector<size_t> transforms_;  // positions
   int reducer_ = -1, quantizer_ = -1, indexer_ = -1;
   std::vector<size_t> lossless_;
-  bool stateful_ = false, stochastic_ = false, exact_values_ = true;
+  bool stateful_ = false, stochastic_ = false, exact_values_ = true, has_stats_ = false, bit_exact_ = false;
+  std::vector<std::unique_ptr<PipelineStages>> variants_;  // a control reducer's alternatives
 };
+
+// What a lossy pipeline does with a tensor holding NaN or ±Inf (lossless pipelines keep them
+// bit-exact): refuse it (Error Input naming the tensor and the count), or store it raw.
+enum class NonFinite : uint8_t { Refuse, Raw };
 
 struct EncodeOptions {
   bool time_stages = false;        // fill TensorOutcome::times (bench)
+  NonFinite nonfinite = NonFinite::Refuse;
   uint64_t seed = 0;
   uint32_t keyframe_interval = 0;  // 0: only frame 0 is a keyframe
   unsigned threads = 1;
@@ -94,6 +115,7 @@ struct TensorOutcome {
   std::vector<std::pair<std::string, uint64_t>> streams;  // final stream sizes
   uint64_t kept = 0;          // values coded (0 for raw and pass-through records)
   StageTimes times;           // when EncodeOptions::time_stages
+  StageStats stats;           // the stages' figures for this record (empty for raw records)
 };
 
 // A frame's tensors, loaded one at a time (loading is serialized: format readers are not
@@ -121,9 +143,16 @@ class SequenceEncoder {
   uint32_t frame_ = 0;
 };
 
+struct DecodeOptions {
+  // Largest working memory one tensor may need to decode (its f32 values or its bytes, whichever
+  // is larger), like zstd's --memory: a record over it is refused (Error Input) before anything
+  // is allocated, so a small file cannot demand a huge allocation.
+  uint64_t memory_limit = uint64_t{8} << 30;
+};
+
 class SequenceDecoder {
  public:
-  explicit SequenceDecoder(const ContainerReader& reader);
+  explicit SequenceDecoder(const ContainerReader& reader, DecodeOptions options = {});
   ~SequenceDecoder();
   // Decodes tensor `i` of frame `f`. For stateful pipelines, decodes that tensor's records from
   // the last keyframe up to f first (reported through frames_read()).

@@ -97,6 +97,8 @@ class ContainerReader {
   // Record metadata (checksummed); reads only the record's metadata block.
   RecordMeta record(size_t f, size_t i) const;
   // The record's streams, each checked against its checksum.
+  // Checks every stream's checksum (Corrupt on a mismatch) without copying the bytes.
+  void verify_streams(const RecordMeta& m) const;
   Streams streams(const RecordMeta& meta) const;
   // Variant pipelines (canonical JSON); index 0 is the header's pipeline.
   const std::vector<std::string>& variants() const noexcept { return variants_; }

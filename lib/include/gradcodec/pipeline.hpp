@@ -34,6 +34,9 @@ class Pipeline {
   // From the canonical JSON stored in a container. Errors are Error(Corrupt) ("unknown stage",
   // "unknown stage version") since a container naming what we cannot decode is refused.
   static Pipeline from_json(const std::string& json);
+  // From stage specs as they are (a pipeline variant built from another's stages): the chain is
+  // checked and the implied stages filled in as parse() does (Error Usage).
+  static Pipeline from_stages(std::vector<StageSpec> stages);
 
   // The same pipeline with one parameter of the stage named `stage` set to `value` (text as
   // typed). Throws Usage when the pipeline has no such stage or the stage no such parameter.

@@ -75,6 +75,9 @@ struct Payload {
   bool index_implicit = false;    // the decoder regenerates the index (randk shared seed)
 
   bool lowrank = false;           // values are factors; no index
+  // Set by a control stage (accordion): which of its Reducer::alternatives() encoded this
+  // record; the codec then records the record under that pipeline variant. -1: none.
+  int alternative = -1;
 
   // Decode side: values stored exactly in this dtype (raw codec), scattered as bytes.
   std::vector<uint8_t> exact_bytes;
@@ -87,6 +90,20 @@ struct Payload {
     return sparse ? static_cast<uint64_t>(index.size()) * block : (lowrank ? values.size() : n);
   }
 };
+
+// A figure a stage reports about the records it wrote (bloom's policy errors rate, curvefit's
+// RMSE), read back from its own streams so that `bench` and `inspect` show the same numbers.
+// Aggregated over tensors and frames as Σnum / Σden (or its square root when `root`).
+struct StageStat {
+  std::string name;     // "<stage>.<figure>", e.g. "bloom.policy_errors_rate"
+  double num = 0, den = 0;
+  bool root = false;    // value = sqrt(num/den) (an RMS figure) instead of num/den
+  std::string formula;  // how the figure is defined, printed under reports
+  double value() const noexcept;  // 0 when den == 0
+};
+using StageStats = std::vector<StageStat>;
+// Adds `add` into `into`, summing num and den of figures with the same name.
+void merge_stats(StageStats& into, const StageStats& add);
 
 // Opaque per-tensor, per-stage state kept across the frames of a sequence.
 struct StageState {
@@ -133,6 +150,10 @@ class Stage {
   virtual bool stateful() const noexcept { return false; }
   // True when the stage draws random numbers (bench reports bias over seeds for such pipelines).
   virtual bool stochastic() const noexcept { return false; }
+  // Figures the stage stored in its own streams (`in`: the record's streams before lossless
+  // coding), appended to `out`; throws Corrupt on a malformed stream. Default: none.
+  virtual bool has_stats() const noexcept { return false; }
+  virtual void stream_stats(const Streams& in, StageStats& out) const { (void)in, (void)out; }
 };
 
 // dense → dense, before selection; may be stateful (ef, delta).
@@ -161,6 +182,11 @@ struct FrameView {
   size_t count = 0;
   std::function<TensorInfo(size_t)> info;
   std::function<Tensor(size_t)> load;
+  // The planning stage's own state slots of tensor i from the earlier frames (encoder side), or
+  // null: its encoder-private state and its shared state (as the mirror decoder left it; stale
+  // on a keyframe, where it is about to be cleared). Empty functions when the codec has none.
+  std::function<const StageState*(size_t)> state;
+  std::function<const StageState*(size_t)> shared;
 };
 
 // dense → kept positions + values (sparsifier), or dense → factors (lowrank). Side streams
@@ -184,6 +210,18 @@ class Reducer : public Stage {
   virtual bool needs_index_coder() const noexcept { return true; }
   // Whether the kept values are the input's own elements (selection) rather than computed ones.
   virtual bool values_exact() const noexcept { return true; }
+  // Encoder side, after the record is final: the dense f32 values the decoder reconstructs
+  // before the transforms' inverses (the tensor itself when the record was stored raw); lets a
+  // stage with its own error memory update it (tcs, powersgd: e ← input − decoded).
+  virtual void after_encode(std::span<const float> reconstructed, const StageContext& ctx) {
+    (void)reconstructed, (void)ctx;
+  }
+  // Both sides, when the record was stored raw: `output` is the tensor as decoded (f32).
+  virtual void on_raw(std::span<const float> output, const StageContext& ctx) { (void)output, (void)ctx; }
+  // Control stages (accordion): the pipelines of the reducers it may apply, one of which encodes
+  // each record (Payload::alternative). Each is one reducer stage, written in place of this one
+  // to form the record's pipeline variant, which is what decodes the record. Empty otherwise.
+  virtual std::vector<std::string> alternatives() const { return {}; }
 };
 
 // Scatters a decoded sparse payload (p.values or p.exact_bytes at p.index, p.block elements per
@@ -197,6 +235,9 @@ class Quantizer : public Stage {
   virtual void encode(Payload& p, Streams& out, const StageContext& ctx) = 0;
   // Decodes p.value_count() values into p.values (or p.exact_bytes for exact codecs).
   virtual void decode(Payload& p, const Streams& in, const StageContext& ctx) = 0;
+  // True when encode() reorders p.index into value order (curvefit): the pipeline then needs a
+  // sparsifier with coded positions and an index coder that keeps_order().
+  virtual bool reorders_index() const noexcept { return false; }
 };
 
 // positions → the `index` stream.
@@ -209,6 +250,14 @@ class IndexCoder : public Stage {
   virtual void decode(Payload& p, const Streams& in, const StageContext& ctx) = 0;
   // Whether the coder keeps an unsorted (value-order) index as given.
   virtual bool keeps_order() const noexcept { return false; }
+  // When true, select() runs after the sparsifier and before the quantizer, and may change the
+  // selection: bloom's false-positive-aware mode replaces p.index by the positions its decoder
+  // will pick and p.values by the values there. `dense` holds the n values the sparsifier
+  // selected from (after transforms). Default: no such step.
+  virtual bool selects() const noexcept { return false; }
+  virtual void select(Payload& p, std::span<const float> dense, const StageContext& ctx) {
+    (void)p, (void)dense, (void)ctx;
+  }
 };
 
 // bytes → bytes on one or all streams. The output must let decode() bound its output size:

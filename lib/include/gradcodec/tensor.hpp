@@ -68,6 +68,9 @@ struct Tensor {
   uint64_t elements() const { return info.elements(); }
 };
 
+// Number of NaN and ±Inf elements of a floating tensor (0 for DType::Other), from the bit patterns.
+uint64_t count_nonfinite(const Tensor& t) noexcept;
+
 // Ordered tensors of one training step plus its attributes.
 struct Snapshot {
   std::vector<Tensor> tensors;

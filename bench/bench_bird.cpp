@@ -1,0 +1,272 @@
+// bird+ encode cost against exact top-k at the same kept fraction (seed 000's central claim:
+// bi-random block sampling is O(d) and cheaper than top-k), on a VGG16-sized snapshot built
+// here: the 13 conv layers of VGG16 (CIFAR variant, 3×3 kernels), three 512-wide classifier
+// layers and all biases — 15.2M f32 parameters. Values are gradient-like: per-layer scale (deeper
+// layers smaller), a log-normal scale per kernel/row (σ = 0.7) and heavy-tailed elements
+// (N(0,1)·exp(0.5·N(0,1))).
+//
+//   BM_vgg16_select/<name>     the sparsifier alone (Reducer::plan_frame + encode of every
+//                              tensor: selection and kept values), one thread; the payloads'
+//                              f32 copies of the tensors are made outside the timed region.
+//   BM_vgg16_reducer/<name>    the same in the codec's order: each tensor's f32 copy made
+//                              right before its encode, and timed.
+//   BM_vgg16_pipeline/<name>   the whole per-tensor encode (PipelineStages::encode), the same
+//                              back end for both: the presets' sign | plain | lzma(stream=index),
+//                              and sign | varint.
+// topk gets, per tensor, k = the number of elements bird+(gamma=1.4) keeps on that tensor with
+// seed 1 (block-sampled elements; vectors count what bird+ sends of them), so both keep the
+// same number of values per tensor. Counters: kept (fraction of parameters), per_param (ns).
+//   BM_bird_plus_select/<d>    bird_select on one conv tensor [d/576, 64, 3, 3]: time per
+//                              element flat in d is the O(d) check.
+#include <benchmark/benchmark.h>
+
+#include "sparsify/bird.hpp"
+#include "sparsify/bird_sample.hpp"
+#include "sparsify/bird_split.hpp"
+#include "sparsify/topk.hpp"
+#include "support.hpp"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace gradcodec;
+
+namespace {
+
+struct Layer {
+  std::string name;
+  std::vector<uint64_t> shape;
+  double scale;
+};
+
+std::vector<Layer> vgg16_layers() {
+  const uint64_t conv[13][2] = {{64, 3},    {64, 64},   {128, 64},  {128, 128}, {256, 128}, {256, 256}, {256, 256},
+                                {512, 256}, {512, 512}, {512, 512}, {512, 512}, {512, 512}, {512, 512}};
+  std::vector<Layer> out;
+  for (int i = 0; i < 13; ++i) {
+    const std::string n = "features." + std::to_string(i);
+    const double s = 1e-3 * std::pow(0.8, i);
+    out.push_back({n + ".weight", {conv[i][0], conv[i][1], 3, 3}, s});
+    out.push_back({n + ".bias", {conv[i][0]}, s});
+  }
+  const uint64_t fc[3][2] = {{512, 512}, {512, 512}, {10, 512}};
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = "classifier." + std::to_string(i);
+    out.push_back({n + ".weight", {fc[i][0], fc[i][1]}, 2e-3});
+    out.push_back({n + ".bias", {fc[i][0]}, 2e-3});
+  }
+  return out;
+}
+
+std::vector<float> gradient_like(const std::vector<uint64_t>& shape, double scale, uint64_t seed) {
+  const auto s = stages::bird_split(shape);
+  const uint64_t n = shape_elements(shape), m = s.vector ? n : s.block;
+  Rng r(seed);
+  std::vector<float> v(n);
+  for (uint64_t b = 0; b < n / m; ++b) {
+    const double bs = scale * std::exp(0.7 * r.normal());
+    for (uint64_t k = 0; k < m; ++k) v[b * m + k] = static_cast<float>(bs * r.normal() * std::exp(0.5 * r.normal()));
+  }
+  return v;
+}
+
+struct Snapshot16 {
+  std::vector<Tensor> tensors;
+  uint64_t params = 0;
+  std::vector<uint64_t> bird_kept;  // per tensor: values bird+(gamma=1.4) keeps with seed 1
+  uint64_t bird_total = 0;
+};
+
+FrameView view_of(const std::vector<Tensor>& ts) {
+  FrameView v;
+  v.count = ts.size();
+  v.info = [&ts](size_t i) { return ts[i].info; };
+  v.load = [&ts](size_t i) { return ts[i]; };
+  return v;
+}
+
+Params bird_plus_params() {
+  Params p;
+  p.set("gamma", {ParamType::Float, 1.4, "1.4"});
+  p.set("vectors", {ParamType::Choice, 0, "attach"});
+  return p;
+}
+
+// The payloads the codec hands a reducer: the tensor's f32 values already materialised (the
+// codec calls Payload::dense_f32 before any reducer; that copy is not the sparsifier's work).
+std::vector<Payload> payloads(const std::vector<Tensor>& ts) {
+  std::vector<Payload> out(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) {
+    out[i].source = &ts[i];
+    out[i].info = &ts[i].info;
+    out[i].n = ts[i].elements();
+    out[i].dense_f32();
+  }
+  return out;
+}
+
+// Runs a reducer over a frame as the codec does (plan, then each tensor's payload).
+template <class Sink>
+void run_frame(Reducer& red, const std::vector<Tensor>& ts, std::vector<Payload>& ps, uint64_t seed, Sink&& sink) {
+  StageContext base;
+  base.seed = seed;
+  auto plan = red.plan_frame(view_of(ts), base);
+  for (size_t i = 0; i < ts.size(); ++i) {
+    Streams s;
+    StageContext c = base;
+    c.tensor = static_cast<uint32_t>(i);
+    c.info = &ts[i].info;
+    c.frame_plan = plan.get();
+    red.encode(ps[i], s, c);
+    sink(i, ps[i], s);
+  }
+}
+
+const Snapshot16& vgg16() {
+  static const Snapshot16 snap = [] {
+    Snapshot16 s;
+    uint64_t seed = 100;
+    for (const auto& l : vgg16_layers()) {
+      s.tensors.push_back(test::make_tensor(l.name, l.shape, gradient_like(l.shape, l.scale, seed++)));
+      s.params += s.tensors.back().elements();
+    }
+    auto bird = stages::make_bird_plus(bird_plus_params(), 1);
+    s.bird_kept.assign(s.tensors.size(), 0);
+    auto ps = payloads(s.tensors);
+    run_frame(*static_cast<Reducer*>(bird.get()), s.tensors, ps, 1, [&](size_t i, const Payload& p, const Streams& st) {
+      uint64_t kept = p.value_count();
+      if (const Stream* side = st.find(kSideStream)) {  // vectors: entries sent (fp32)
+        const uint64_t nb = (p.n + 7) / 8;
+        kept += (side->bytes.size() - nb) / 4;
+      }
+      s.bird_kept[i] = kept;
+      s.bird_total += kept;
+    });
+    return s;
+  }();
+  return snap;
+}
+
+void counters(benchmark::State& state, const Snapshot16& s, uint64_t kept) {
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.params) * 4);
+  state.counters["kept"] = static_cast<double>(kept) / static_cast<double>(s.params);
+  state.counters["per_param"] = benchmark::Counter(static_cast<double>(s.params),
+                                                   benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+Params topk_k(uint64_t k) {
+  Params p;
+  p.set("k", {ParamType::Int, static_cast<double>(k), std::to_string(k)});
+  p.set("scope", {ParamType::Choice, 0, "layer"});
+  return p;
+}
+
+// The reducers compared: bird+ (gamma 1.4), bird, and exact topk with bird+'s per-tensor k.
+enum class Which { BirdPlus, Bird, Topk };
+
+std::vector<std::unique_ptr<Stage>> reducers(Which w, const Snapshot16& s) {
+  std::vector<std::unique_ptr<Stage>> out;
+  if (w == Which::BirdPlus) out.push_back(stages::make_bird_plus(bird_plus_params(), 1));
+  if (w == Which::Bird) {
+    Params p;
+    p.set("vectors", {ParamType::Choice, 0, "attach"});
+    out.push_back(stages::make_bird(p, 1));
+  }
+  if (w == Which::Topk)
+    for (uint64_t k : s.bird_kept) out.push_back(stages::make_topk(topk_k(std::max<uint64_t>(1, k)), 1));
+  return out;
+}
+
+// codec_order = true: each tensor's f32 copy is made right before its encode and timed (what
+// the codec does: the copy leaves the tensor in cache for the reducer). false: the copies are
+// made before the timed region, so only the reducer's own work is timed (tensors cold).
+void vgg16_reduce(benchmark::State& state, Which w, bool codec_order) {
+  const Snapshot16& s = vgg16();
+  auto stages_ = reducers(w, s);
+  uint64_t seed = 1, kept = 0;
+  for (auto _ : state) {
+    std::vector<Payload> ps;
+    if (!codec_order) {
+      state.PauseTiming();
+      ps = payloads(s.tensors);
+      state.ResumeTiming();
+    } else {
+      ps.resize(s.tensors.size());
+    }
+    StageContext base;
+    base.seed = seed++;
+    auto* first = static_cast<Reducer*>(stages_[0].get());
+    auto plan = first->plan_frame(view_of(s.tensors), base);
+    kept = 0;
+    for (size_t i = 0; i < s.tensors.size(); ++i) {
+      Payload& p = ps[i];
+      if (codec_order) {
+        p.source = &s.tensors[i];
+        p.info = &s.tensors[i].info;
+        p.n = s.tensors[i].elements();
+        p.dense_f32();
+      }
+      Streams st;
+      StageContext c = base;
+      c.tensor = static_cast<uint32_t>(i);
+      c.info = &s.tensors[i].info;
+      c.frame_plan = plan.get();
+      static_cast<Reducer*>(stages_[w == Which::Topk ? i : 0].get())->encode(p, st, c);
+      kept += p.value_count();
+      benchmark::DoNotOptimize(p.values.data());
+    }
+  }
+  counters(state, s, w == Which::Bird ? kept : s.bird_total);
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(vgg16_reduce, bird+, Which::BirdPlus, false)->Name("BM_vgg16_select/bird+")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(vgg16_reduce, bird, Which::Bird, false)->Name("BM_vgg16_select/bird")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(vgg16_reduce, topk, Which::Topk, false)->Name("BM_vgg16_select/topk_same_k")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(vgg16_reduce, bird+, Which::BirdPlus, true)->Name("BM_vgg16_reducer/bird+")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(vgg16_reduce, bird, Which::Bird, true)->Name("BM_vgg16_reducer/bird")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(vgg16_reduce, topk, Which::Topk, true)->Name("BM_vgg16_reducer/topk_same_k")->Unit(benchmark::kMillisecond);
+
+namespace {
+
+// Whole per-tensor encode through PipelineStages (no container, no threads).
+void vgg16_pipeline(benchmark::State& state, bool bird, const std::string& back) {
+  const Snapshot16& s = vgg16();
+  std::vector<std::unique_ptr<PipelineStages>> stages;
+  if (bird) {
+    stages.push_back(std::make_unique<PipelineStages>(Pipeline::parse("bird+(gamma=1.4)" + back)));
+  } else {
+    for (uint64_t k : s.bird_kept)
+      stages.push_back(std::make_unique<PipelineStages>(
+          Pipeline::parse("topk(k=" + std::to_string(std::max<uint64_t>(1, k)) + ")" + back)));
+  }
+  uint64_t seed = 1, bytes = 0;
+  for (auto _ : state) {
+    StageContext base;
+    base.seed = seed++;
+    auto plan = stages[0]->plan_frame(view_of(s.tensors), base);
+    bytes = 0;
+    for (size_t i = 0; i < s.tensors.size(); ++i) {
+      StageContext c = base;
+      c.tensor = static_cast<uint32_t>(i);
+      c.info = &s.tensors[i].info;
+      c.frame_plan = plan.get();
+      PipelineStages::TensorState st;
+      auto enc = stages[bird ? 0 : i]->encode(s.tensors[i], c, st);
+      bytes += enc.streams.total_bytes();
+    }
+  }
+  counters(state, s, s.bird_total);
+  state.counters["ratio"] = static_cast<double>(s.params) * 4.0 / static_cast<double>(bytes);
+}
+}  // namespace
+
+// The paper's wire (LZMA on u32 block indices), and the same without LZMA (varint gaps).
+const char* const kLzma = " | sign | plain | lzma(stream=index)";
+const char* const kVarint = " | sign | varint";
+BENCHMARK_CAPTURE(vgg16_pipeline, bird+, true, kLzma)->Name("BM_vgg16_pipeline/bird+ | sign | plain | lzma")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(vgg16_pipeline, topk, false, kLzma)->Name("BM_vgg16_pipeline/topk_same_k | sign | plain | lzma")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(vgg16_pipeline, bird+, true, kVarint)->Name("BM_vgg16_pipeline/bird+ | sign | varint")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(vgg16_pipeline, topk, false, kVarint)->Name("BM_vgg16_pipeline/topk_same_k | sign | varint")->Unit(benchmark::kMillisecond);

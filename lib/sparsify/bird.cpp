@@ -1,0 +1,207 @@
+#include "sparsify/bird.hpp"
+
+#include "sparsify/bird_sample.hpp"
+#include "sparsify/bird_split.hpp"
+
+#include <bit>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+namespace gradcodec::stages {
+
+namespace {
+
+// The frame's attach decisions: cached selections of the sibling tensors, bitmaps of vectors.
+struct BirdPlan final : StageState {
+  struct Weight {
+    uint64_t elements = 0;  // the tensor the selection was made on (a consistency check)
+    BirdSelection sel;
+  };
+  std::unordered_map<uint32_t, Weight> weights;               // by tensor index
+  std::unordered_map<uint32_t, std::vector<uint8_t>> bitmaps;  // by tensor index: the wire bitmap
+};
+
+uint64_t bitmap_bytes(uint64_t n) noexcept { return n / 8 + (n % 8 != 0); }
+
+class Bird final : public Reducer {
+ public:
+  Bird(BirdRule rule, bool attach, const char* name) : rule_(rule), attach_(attach), name_(name) {}
+  StageKind kind() const noexcept override { return StageKind::Sparsifier; }
+  bool stochastic() const noexcept override { return true; }
+  bool values_exact() const noexcept override { return false; }
+
+  std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const override {
+    if (!attach_ || frame.count == 0) return nullptr;
+    const std::vector<int64_t> attach = bird_attach_map(frame.count, frame.info);
+    std::map<size_t, std::vector<uint32_t>> dependents;  // sibling → its vectors, in frame order
+    for (size_t i = 0; i < attach.size(); ++i)
+      if (attach[i] >= 0) dependents[static_cast<size_t>(attach[i])].push_back(static_cast<uint32_t>(i));
+    if (dependents.empty()) return nullptr;
+    auto plan = std::make_shared<BirdPlan>();
+    for (const auto& [w, vectors] : dependents) {
+      const Tensor t = frame.load(w);
+      const BirdSplit s = bird_split(t.shape());
+      check_block(s, ErrorCode::Usage);
+      StageContext c = ctx;
+      c.tensor = static_cast<uint32_t>(w);
+      c.info = &t.info;
+      BirdPlan::Weight& wt = plan->weights[static_cast<uint32_t>(w)];
+      wt.elements = t.elements();
+      std::vector<float> l1, linf;
+      bird_norms(t, s.block, l1, linf);  // no copy of the tensor
+      wt.sel = bird_sample(l1, linf, s.block, rule_, c);
+      std::vector<uint8_t> bitmap(bitmap_bytes(s.channels), 0);
+      for (uint64_t b : wt.sel.blocks) {
+        const uint64_t o = s.channel_of(b);
+        bitmap[o >> 3] |= static_cast<uint8_t>(0x80u >> (o & 7));
+      }
+      for (uint32_t vec : vectors) plan->bitmaps[vec] = bitmap;
+    }
+    return plan;
+  }
+
+  void encode(Payload& p, Streams& out, const StageContext& ctx) override {
+    const auto* plan = dynamic_cast<const BirdPlan*>(ctx.frame_plan);
+    const BirdSplit s = bird_split(p.info->shape);
+    if (s.vector) return encode_vector(p, out, ctx, plan);
+    check_block(s, ErrorCode::Usage);
+    const std::vector<float>& v = p.dense_f32();
+    // The plan's selection was made on the input tensor: usable while no transform changed it.
+    const BirdSelection* sel = nullptr;
+    BirdSelection own;
+    if (plan && p.exact) {
+      auto it = plan->weights.find(ctx.tensor);
+      if (it != plan->weights.end() && it->second.elements == p.n) sel = &it->second.sel;
+    }
+    if (!sel) {
+      own = bird_select(v, s.blocks, s.block, rule_, ctx);
+      sel = &own;
+    }
+    const uint64_t m = s.block;
+    const float pos = sel->scale, neg = -sel->scale;
+    std::vector<float> kept(sel->blocks.size() * m);
+    float* dst = kept.data();
+    for (uint64_t b : sel->blocks) {
+      const float* src = v.data() + b * m;
+      for (uint64_t k = 0; k < m; ++k) dst[k] = src[k] < 0.0f ? neg : pos;
+      dst += m;
+    }
+    p.values = std::move(kept);
+    if (sel == &own) p.index = std::move(own.blocks);
+    else p.index = sel->blocks;
+    p.sparse = true;
+    p.universe = s.blocks;
+    p.block = static_cast<uint32_t>(m);
+  }
+
+  void prepare_decode(Payload& p, const Streams&, const StageContext&) override {
+    const BirdSplit s = bird_split(p.info->shape);
+    p.sparse = true;
+    if (s.vector) {  // the side stream carries everything; no value, no index
+      p.universe = p.n;
+      p.block = 1;
+      p.index.clear();
+      p.index_implicit = true;
+      return;
+    }
+    check_block(s, ErrorCode::Corrupt);
+    p.universe = s.blocks;
+    p.block = static_cast<uint32_t>(s.block);
+  }
+
+  void decode(Payload& p, const Streams& in, const StageContext&) override {
+    if (bird_split(p.info->shape).vector) return decode_vector(p, in);
+    scatter_to_dense(p);
+  }
+
+ private:
+  void check_block(const BirdSplit& s, ErrorCode code) const {
+    if (s.block > UINT32_MAX)
+      fail(code, std::string(name_) + ": blocks of " + std::to_string(s.block) + " elements exceed 2^32 - 1");
+  }
+
+  void encode_vector(Payload& p, Streams& out, const StageContext& ctx, const BirdPlan* plan) const {
+    const uint64_t n = p.n, nb = bitmap_bytes(n);
+    const std::vector<float>& v = p.dense_f32();
+    Stream& side = out.add(kSideStream, 1);
+    const std::vector<uint8_t>* attached = nullptr;
+    if (plan) {
+      auto it = plan->bitmaps.find(ctx.tensor);
+      if (it != plan->bitmaps.end() && it->second.size() == nb) attached = &it->second;
+    }
+    if (attached) {
+      side.bytes = *attached;
+    } else {  // dense: every bit set, padding 0
+      side.bytes.assign(nb, 0xFF);
+      if (n % 8) side.bytes.back() = static_cast<uint8_t>(0xFF00u >> (n % 8));
+    }
+    for (uint64_t o = 0; o < n; ++o) {
+      if (!((side.bytes[o >> 3] >> (7 - (o & 7))) & 1u)) continue;
+      uint8_t b[4];
+      std::memcpy(b, &v[o], 4);  // little-endian host
+      side.bytes.insert(side.bytes.end(), b, b + 4);
+    }
+    p.values.clear();
+    p.index.clear();
+    p.sparse = true;
+    p.universe = n;
+    p.block = 1;
+    p.index_implicit = true;
+  }
+
+  void decode_vector(Payload& p, const Streams& in) const {
+    const Stream* st = in.find(kSideStream);
+    if (!st) fail(ErrorCode::Corrupt, std::string(name_) + ": missing stream 'side'");
+    const std::vector<uint8_t>& side = st->bytes;
+    const uint64_t n = p.n, nb = bitmap_bytes(n);
+    if (side.size() < nb)
+      fail(ErrorCode::Corrupt, std::string(name_) + ": side stream of " + std::to_string(side.size()) +
+                                   " bytes is shorter than the bitmap of " + std::to_string(n) + " entries");
+    if (n % 8 && (side[nb - 1] & (0xFFu >> (n % 8))))
+      fail(ErrorCode::Corrupt, std::string(name_) + ": side bitmap has padding bits set");
+    uint64_t count = 0;
+    for (uint64_t i = 0; i < nb; ++i) count += static_cast<uint64_t>(std::popcount(side[i]));
+    if (side.size() - nb != 4 * count)
+      fail(ErrorCode::Corrupt, std::string(name_) + ": side stream holds " + std::to_string(side.size() - nb) +
+                                   " bytes of entries, the bitmap sends " + std::to_string(count) + " (" +
+                                   std::to_string(4 * count) + " bytes)");
+    std::vector<float> dense(n, 0.0f);  // n ≤ 8·side.size(): bounded by the stream
+    const uint8_t* entry = side.data() + nb;
+    for (uint64_t o = 0; o < n; ++o) {
+      if (!((side[o >> 3] >> (7 - (o & 7))) & 1u)) continue;
+      std::memcpy(&dense[o], entry, 4);
+      entry += 4;
+    }
+    p.values = std::move(dense);
+    p.sparse = false;
+  }
+
+  BirdRule rule_;
+  bool attach_;
+  const char* name_;
+};
+
+bool attach_of(const Params& p) { return p.text("vectors") == "attach"; }
+
+}  // namespace
+
+std::unique_ptr<Stage> make_bird(const Params& p, uint32_t) {
+  return std::make_unique<Bird>(BirdRule{}, attach_of(p), "bird");
+}
+
+std::unique_ptr<Stage> make_bird_plus(const Params& p, uint32_t) {
+  const bool g = p.has("gamma"), k = p.has("keep");
+  if (g && k) fail(ErrorCode::Usage, "bird+: give gamma or keep, not both");
+  if (!g && !k)
+    fail(ErrorCode::Usage,
+         "bird+: give one of gamma (exponent on the L-inf probability, e.g. gamma=1.4) or keep (target kept "
+         "fraction, e.g. keep=1%)");
+  BirdRule rule;
+  rule.plus = true;
+  if (g) rule.gamma = p.num("gamma");
+  else rule.keep = p.num("keep");
+  return std::make_unique<Bird>(rule, attach_of(p), "bird+");
+}
+
+}  // namespace gradcodec::stages

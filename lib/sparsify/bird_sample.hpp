@@ -1,0 +1,79 @@
+// BIRD's tensor-wise bi-random sampling over the blocks of one tensor (seed 000 §III-C,
+// Algorithm 1; ALGORITHMS.md "bird" steps 3–5). No I/O, no wire: the stage (bird.hpp) turns a
+// selection into streams.
+//
+// Given B blocks of m contiguous f32 elements (the split of bird_split.hpp):
+//   norms     one pass over the tensor: L_i = ‖t_i‖₁ and I_i = ‖t_i‖∞ per block.
+//   stage 1   Lmax = max L_i; p_i = L_i / Lmax; block i joins U iff u_i < p_i, u_i uniform in
+//             [0, 1) from ctx.rng(Stage1) output i (one draw per block, keyed by the block index).
+//             S₁ = Lmax / m. Every block of U is then worth sign(t_i)·S₁ (E‖·‖₁ = L_i).
+//   stage 2   p∞_j = I_j / max_{k∈U} I_k for j ∈ U; v_j uniform from ctx.rng(Stage2) output j.
+//             BIRD:  V = { j ∈ U : v_j < p∞_j }.
+//             BIRD+: K = #{ j ∈ U : v_j < q_j } with q_j = (p∞_j)^γ; then K blocks of U chosen
+//                    uniformly without replacement (random_positions with ctx.rng(Select)) → V.
+//   scale     S = S₁·|U| / |V| (S = 0 and V empty when U is empty), rounded to f32 once.
+// The block of largest L1 always passes stage 1 and the block of U with largest L∞ has
+// p∞ = 1, so V is never empty when Lmax > 0 (γ finite).
+//
+// keep = f (BIRD+ only, instead of γ): γ is solved per tensor, after stage 1, so that the
+// expected kept count given U is E[K] = Σ_{j∈U} q_j = T = f·B (kept fraction f of the tensor):
+//   T ≥ |U|          γ = 0: every q_j = 1, V = U (stage 1 already kept fewer than f·B);
+//   c₁ < T < |U|     Σ (p∞_j)^γ = T solved by Newton's method on ln Σ (convex in γ, iterated
+//                    from γ = 0 it rises monotonically to the root); |U| > 4096 sums over a
+//                    histogram of p∞ (bins of the top 16 bits of its f32 pattern, i.e. 2⁻⁷
+//                    relative width, each at its geometric centre) instead of every block;
+//   T ≤ c₁           (c₁ = #{p∞_j = 1} ≥ 1; no γ reaches below c₁ blocks): γ = ∞ and each of
+//                    those c₁ blocks succeeds with probability λ = T/c₁, so K may be 0. To keep
+//                    the expectation invariance S is divided by P(K ≥ 1) = 1 − (1 − λ)^c₁.
+// This extends the paper only where its γ cannot reach f (small tensors at tiny f).
+//
+// Non-finite data: a block holding a NaN has L_i = NaN and never joins U (NaN is ignored in the
+// maxima); a tensor whose Lmax is 0 or +Inf sends no block.
+#pragma once
+
+#include <gradcodec/stage.hpp>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace gradcodec::stages {
+
+struct BirdRule {
+  bool plus = false;  // BIRD+ (γ-corrected count + uniform choice) rather than BIRD
+  double gamma = 1;   // BIRD+: exponent on p∞ (≥ 0), when keep == 0
+  double keep = 0;    // BIRD+: target kept fraction in (0, 1]; 0 = use gamma
+};
+
+struct BirdSelection {
+  std::vector<uint64_t> blocks;  // V, ascending block indices
+  uint64_t stage1 = 0;           // |U|
+  float scale = 0;               // S as sent (f32); 0 when V is empty
+  double gamma = 0;              // BIRD+: the γ used (solved under keep; +inf allowed)
+  double lambda = 1;             // BIRD+ under keep: the thinning λ of the p∞ = 1 blocks
+};
+
+// Per-block ‖·‖₁ and ‖·‖∞ of `v` split into v.size()/m blocks of m, in one pass (f32
+// accumulation: 8 lanes for runs of 16 or more elements, blocks longer than 8192 summed in
+// pieces of 8192). NaN propagates into l1 and is skipped by linf.
+void bird_norms(std::span<const float> v, uint64_t m, std::vector<float>& l1, std::vector<float>& linf);
+// The same norms, bit for bit, read from a tensor of any floating dtype 8192 elements at a time
+// (no copy of the tensor: the frame plan uses it).
+void bird_norms(const Tensor& t, uint64_t m, std::vector<float>& l1, std::vector<float>& linf);
+
+// The γ and λ of keep mode for the p∞ values of U (each in (0, 1]) and a target count T ≥ 0.
+struct GammaFit {
+  double gamma = 0;
+  double lambda = 1;
+};
+GammaFit bird_fit_gamma(std::span<const float> pinf, double target);
+
+// Runs both stages on `v` (blocks·m elements, block-major). Draws from ctx.rng(Stage1),
+// ctx.rng(Stage2) and ctx.rng(Select). O(d) for the norms plus O(B) for the sampling.
+BirdSelection bird_select(std::span<const float> v, uint64_t blocks, uint64_t m, const BirdRule& rule,
+                          const StageContext& ctx);
+// Both stages from the per-block norms (bird_norms) of blocks of m elements. O(B).
+BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, uint64_t m, const BirdRule& rule,
+                          const StageContext& ctx);
+
+}  // namespace gradcodec::stages

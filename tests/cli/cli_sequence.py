@@ -1,0 +1,67 @@
+#!/usr/bin/python3
+"""Stateful sequence codecs through the CLI: `decode --frame N --verbose` of a tcs / powersgd
+container reads the frames from the last keyframe and decodes what the full decode gives;
+keyframes (--keyframe-interval) show in inspect; `inspect` shows accordion's choice per tensor
+per frame (the record's stages)."""
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import clitest
+from clitest import path, run
+
+rng = np.random.default_rng(7)
+
+
+def write_steps(prefix, frames, scales=None):
+    base = rng.standard_normal((48, 36)).astype(np.float32)
+    files = []
+    for f in range(frames):
+        s = 1.0 if scales is None else scales[f]
+        w = (s * (base + 0.05 * rng.standard_normal((48, 36)))).astype(np.float32)
+        b = rng.standard_normal(36).astype(np.float32)
+        files.append(path(f"{prefix}{f}.npz"))
+        np.savez(files[-1], w=w, b=b)
+    return files
+
+
+def test_decode_frame_reads_from_the_last_keyframe():
+    files = write_steps("kf", 7)
+    for pipeline in ("tcs(global=0.05, local=0.01)", "powersgd(rank=2)"):
+        out = path("kf.gcz")
+        run("encode", *files, "-o", out, "--pipeline", pipeline, "--keyframe-interval", "3", "--force", "--quiet")
+        info = json.loads(run("inspect", out, "--json")[0])
+        assert [fr["keyframe"] for fr in info["frames"]] == [True, False, False, True, False, False, True]
+        run("decode", out, "-o", path("kf_all.npz"), "--force")
+        for n in range(7):
+            _, err = run("decode", out, "--frame", n, "-o", path("kf_one.npz"), "--force", "--verbose")
+            want = n - (n - n % 3) + 1
+            assert f"read {want} frame(s)" in err and "from the last keyframe" in err, (pipeline, n, err)
+            with np.load(path("kf_one.npz")) as one, np.load(path(f"kf_all.frame{n:03d}.npz")) as full:
+                for k in ("w", "b"):
+                    assert np.array_equal(one[k], full[k]), (pipeline, n, k)
+
+
+def test_inspect_shows_the_accordion_choice():
+    # Norm 1 for five frames, then 0.2: the frame after the drop is coded with the mild rank.
+    files = write_steps("acc", 8, scales=[1, 1, 1, 1, 1, 0.2, 0.2, 0.2])
+    out = path("acc.gcz")
+    run("encode", *files, "-o", out, "--preset", "accordion-powersgd", "--force", "--quiet")
+    info = json.loads(run("inspect", out, "--json")[0])
+    assert "accordion" in info["pipeline"]
+    stages = [fr["tensors"][[t["name"] for t in fr["tensors"]].index("w")]["stages"] for fr in info["frames"]]
+    mild, aggressive = "powersgd(rank=2) | raw", "powersgd | raw"  # rank 1 is the default
+    assert stages == [mild, mild, aggressive, aggressive, aggressive, aggressive, mild, aggressive], stages
+    text, _ = run("inspect", out)
+    assert mild in text.decode() and aggressive in text.decode()
+    # The decoder needs nothing else: frame 6 alone equals frame 6 of the full decode.
+    run("decode", out, "-o", path("acc_all.npz"), "--force")
+    run("decode", out, "--frame", 6, "-o", path("acc6.npz"), "--force")
+    with np.load(path("acc6.npz")) as one, np.load(path("acc_all.frame006.npz")) as full:
+        assert np.array_equal(one["w"], full["w"])
+
+
+clitest.run_all(globals())

@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""Writes the seed corpus of every fuzz target to tests/fuzz/corpus/<target>/ (committed; the
+fuzzers grow their own copies from it). Small valid inputs of every shape the readers know, plus
+the must-fail containers.
+
+    python3 tests/fuzz/make_corpus.py build/apps/gradcodec
+"""
+import io
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def npy_bytes(a, version=None):
+    b = io.BytesIO()
+    if version is None:
+        np.save(b, a)
+    else:
+        np.lib.format.write_array(b, a, version=version)
+    return b.getvalue()
+
+
+def safetensors_bytes(tensors):
+    header, blobs, off = {"__metadata__": {"step": "1"}}, [], 0
+    for name, (dtype, a) in tensors.items():
+        raw = a.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def main():
+    exe = os.path.abspath(sys.argv[1])
+    if os.path.isdir(CORPUS):
+        shutil.rmtree(CORPUS)
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+
+    # npy: versions, byte orders, dtypes, Fortran order, 0-d, empty
+    put("npy", "f32.npy", npy_bytes(w))
+    put("npy", "f64_v2.npy", npy_bytes(w.astype(np.float64), (2, 0)))
+    put("npy", "f16_v3.npy", npy_bytes(w.astype(np.float16), (3, 0)))
+    put("npy", "big_endian.npy", npy_bytes(w.astype(">f4")))
+    put("npy", "fortran.npy", npy_bytes(np.asfortranarray(w)))
+    put("npy", "scalar.npy", npy_bytes(np.array(1.5, np.float32)))
+    put("npy", "empty.npy", npy_bytes(np.zeros((0, 3), np.float32)))
+    put("npy", "int64.npy", npy_bytes(np.arange(6, dtype=np.int64).reshape(2, 3)))
+
+    # npz: stored and deflated
+    for name, save in (("stored.npz", np.savez), ("deflated.npz", np.savez_compressed)):
+        b = io.BytesIO()
+        save(b, w=w, b=rng.standard_normal(3).astype(np.float32), step=np.array(3))
+        put("npz", name, b.getvalue())
+
+    # safetensors
+    put("safetensors", "f32.safetensors", safetensors_bytes({"w": ("F32", w), "b": ("F32", w[0])}))
+    put("safetensors", "f16_bf16.safetensors",
+        safetensors_bytes({"h": ("F16", w.astype(np.float16)),
+                           "bf": ("BF16", (w.view(np.uint32) >> 16).astype(np.uint16))}))
+    put("safetensors", "empty.safetensors", safetensors_bytes({}))
+
+    # pipeline texts: every preset and a few hand-written chains
+    presets = json.loads(subprocess.run([exe, "list", "presets", "--json"], check=True,
+                                        stdout=subprocess.PIPE).stdout)
+    for p in presets:
+        put("pipeline", p["name"] + ".txt", p["pipeline"].encode())
+    for i, text in enumerate(["topk(ratio=0.01, scope=global) | raw | golomb | zstd(level=3)",
+                              "ef(beta=1, gamma=1) | randk(k=10, unbiased=true) | qsgd(levels=3, bucket=64)",
+                              "delta | fp16 | shuffle | lzma", "topk(k=5) | sign(scale=l1) | rle"]):
+        put("pipeline", f"chain{i}.txt", text.encode())
+
+    # roundtrip: [preset index, seed, rows] + f32 values
+    for k in range(len(presets)):
+        vals = rng.standard_normal(48).astype(np.float32).tobytes()
+        put("roundtrip", f"preset{k:02d}.bin", bytes([k, k * 7 % 256, k % 8]) + vals)
+
+    # container: the worked example, the must-fail fixtures, and small containers of every preset
+    with tempfile.TemporaryDirectory() as tmp:
+        g = os.path.join(tmp, "g.npz")
+        np.savez(g, **{"conv.weight": rng.standard_normal((4, 2, 3, 3)).astype(np.float32),
+                       "conv.bias": rng.standard_normal(4).astype(np.float32),
+                       "fc.weight": rng.standard_normal((5, 8)).astype(np.float32)})
+        for p in presets:
+            out = os.path.join(tmp, p["name"] + ".gcz")
+            subprocess.run([exe, "encode", g, g, "-o", out, "--preset", p["name"], "--quiet"], check=True)
+            put("container", p["name"] + ".gcz", open(out, "rb").read())
+    corrupt = os.path.join(ROOT, "test_data", "corrupt")
+    for f in sorted(os.listdir(corrupt)):
+        if f.endswith(".gcz"):
+            put("container", "corrupt_" + f, open(os.path.join(corrupt, f), "rb").read())
+    n = sum(len(fs) for _, _, fs in os.walk(CORPUS))
+    print(f"wrote {n} seed inputs to {CORPUS}")
+
+
+if __name__ == "__main__":
+    main()
