@@ -169,8 +169,9 @@ void previous_keys(const Previous* prev, uint64_t n, Keys& k) {
 // tensor i first reserves its own top-min_i keys, the other selectable keys compete for the rest
 // of K by key (ties: lower tensor, then lower position). Returns per tensor the count it gets;
 // the tensor's selection is then its own top-count (the same set). The total is K (clamped to
-// the selectable keys) unless the minimums alone exceed it. keys_of(i, keys) is called a few
-// times per tensor (a radix select — no full sort — holding one tensor's keys at a time).
+// the selectable keys) unless the minimums alone exceed it. A radix select, no full sort:
+// keys_of(i, keys) is called twice per tensor (three times with minimums), holding one tensor's
+// keys at a time; the keys of the cut's top-digit bin are kept for the last two digits.
 std::vector<uint64_t> snapshot_counts(size_t count, const KeysOf& keys_of, const std::vector<uint64_t>& min_share,
                                       uint64_t K) {
   Keys k;
@@ -224,22 +225,35 @@ std::vector<uint64_t> snapshot_counts(size_t count, const KeysOf& keys_of, const
   if (reserved >= K || candidates == 0) return out;
   uint64_t r = K - reserved;
   const uint32_t b0 = pick_bin(h, kBins[0], r);
-  h.fill(0);
-  each([&](size_t, uint32_t x, uint64_t c) {
-    if (digit(x, 0) == b0) h[digit(x, 1)] += c;
+  // Second and last pass: per tensor, the candidates above the cut bin, and the keys inside it
+  // (usually a small share of d); the rest of the select runs on those in memory.
+  std::vector<uint64_t> above(count, 0), equal(count, 0), ones(count, 0);  // ones: implicit key-1 entries
+  std::vector<std::vector<uint32_t>> in_bin(count);
+  each([&](size_t i, uint32_t x, uint64_t c) {
+    const uint32_t d0 = digit(x, 0);
+    if (d0 > b0) above[i] += c;
+    else if (d0 == b0 && c == 1) in_bin[i].push_back(x);
+    else if (d0 == b0) ones[i] += c;  // only the implicit zeros come in bulk (key 1)
   });
+  h.fill(0);
+  for (size_t i = 0; i < count; ++i) {
+    for (uint32_t x : in_bin[i]) ++h[digit(x, 1)];
+    h[digit(1, 1)] += ones[i];
+  }
   const uint32_t prefix = (b0 << 10) | pick_bin(h, kBins[1], r);
   h.fill(0);
-  each([&](size_t, uint32_t x, uint64_t c) {
-    if ((x >> 10) == prefix) h[x & 1023] += c;
-  });
-  const uint32_t cut = (prefix << 10) | pick_bin(h, kBins[2], r);  // r = ties at `cut` to take
-  std::vector<uint64_t> above(count, 0), equal(count, 0);
-  each([&](size_t i, uint32_t x, uint64_t c) {
-    if (x > cut) above[i] += c;
-    else if (x == cut) equal[i] += c;
-  });
   for (size_t i = 0; i < count; ++i) {
+    for (uint32_t x : in_bin[i])
+      if ((x >> 10) == prefix) ++h[x & 1023];
+    if ((1u >> 10) == prefix) h[1] += ones[i];
+  }
+  const uint32_t cut = (prefix << 10) | pick_bin(h, kBins[2], r);  // r = ties at `cut` to take
+  for (size_t i = 0; i < count; ++i) {
+    for (uint32_t x : in_bin[i]) {
+      if (x > cut) ++above[i];
+      else if (x == cut) ++equal[i];
+    }
+    if (cut == 1) equal[i] += ones[i];  // (cut > 1: the zeros are below it)
     const uint64_t take = std::min(equal[i], r);
     r -= take;
     out[i] += above[i] + take;
