@@ -270,3 +270,25 @@ BENCHMARK_CAPTURE(vgg16_pipeline, bird+, true, kLzma)->Name("BM_vgg16_pipeline/b
 BENCHMARK_CAPTURE(vgg16_pipeline, topk, false, kLzma)->Name("BM_vgg16_pipeline/topk_same_k | sign | plain | lzma")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(vgg16_pipeline, bird+, true, kVarint)->Name("BM_vgg16_pipeline/bird+ | sign | varint")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(vgg16_pipeline, topk, false, kVarint)->Name("BM_vgg16_pipeline/topk_same_k | sign | varint")->Unit(benchmark::kMillisecond);
+
+// One conv tensor of d elements: bird+'s selection (norms, both stages) per element across d —
+// the linear-time check. The values are given as a span: no copy, no payload.
+static void BM_bird_plus_select(benchmark::State& state) {
+  const uint64_t d = static_cast<uint64_t>(state.range(0));
+  const std::vector<uint64_t> shape = {std::max<uint64_t>(1, d / 576), 64, 3, 3};
+  const auto v = gradient_like(shape, 1e-3, 7);
+  const auto split = stages::bird_split(shape);
+  stages::BirdRule rule;
+  rule.plus = true;
+  rule.gamma = 1.4;
+  uint64_t seed = 0;
+  for (auto _ : state) {
+    StageContext c;
+    c.seed = seed++;
+    benchmark::DoNotOptimize(stages::bird_select(v, split.blocks, split.block, rule, c).blocks.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(v.size()) * 4);
+  state.counters["per_elem"] = benchmark::Counter(static_cast<double>(v.size()),
+                                                  benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_bird_plus_select)->RangeMultiplier(10)->Range(10000, 10000000)->Unit(benchmark::kMicrosecond);
