@@ -4,7 +4,10 @@
 
 #include "support.hpp"
 
+#include <gradcodec/bytes.hpp>
 #include <gradcodec/registry.hpp>
+
+#include <lzma.h>
 
 using namespace gradcodec;
 using namespace gradcodec::test;
@@ -77,4 +80,43 @@ TEST_CASE("lossless stream= applies to one stream only", "[lossless]") {
   RoundTrip other = roundtrip("zstd(stream=index)", t);
   CHECK(all.streams.get("value").size() < 100);
   CHECK(other.streams.get("value").size() == 4000);
+}
+
+TEST_CASE("lzma's dictionary capped at the stream size gives the bytes of the preset's full dictionary",
+          "[lossless]") {
+  // The stage sizes the LZMA2 dictionary to the stream (a speed fix: preset 6 sets up 8 MiB per
+  // stream otherwise). Compare with liblzma run directly at the preset's own dictionary, and
+  // decode the stage's stream with that full dictionary too (what earlier releases did).
+  for (uint32_t preset : {0u, 6u, 9u}) {
+    std::unique_ptr<Stage> keep;
+    const Lossless& l = lossless("lzma(preset=" + std::to_string(preset) + ")", keep);
+    for (size_t n : {0, 100, 4096, 5000, 70000, 300000}) {
+      for (bool comp : {false, true}) {
+        INFO("preset " << preset << " n=" << n << " compressible=" << comp);
+        std::vector<uint8_t> in = bytes_of(n, n + 3, comp);
+        for (size_t i = 0; comp && i < n; i += 97) in[i] = static_cast<uint8_t>(i * 31);  // some matches at all distances
+        const auto ours = l.encode(in, 4);
+        lzma_options_lzma opt{};
+        REQUIRE(!lzma_lzma_preset(&opt, preset));
+        lzma_filter filters[2] = {{LZMA_FILTER_LZMA2, &opt}, {LZMA_VLI_UNKNOWN, nullptr}};
+        std::vector<uint8_t> full(n + n / 2 + 1024);
+        size_t pos = 0;
+        REQUIRE(lzma_raw_buffer_encode(filters, nullptr, in.data(), in.size(), full.data(), &pos, full.size()) == LZMA_OK);
+        full.resize(pos);
+        // The stage's stream is: preset byte, LEB128 size, then the raw LZMA2 data.
+        ByteReader r(ours, "lzma");
+        REQUIRE(r.u8() == preset);
+        REQUIRE(r.varint() == n);
+        auto body = r.bytes(r.remaining());
+        CHECK(std::vector<uint8_t>(body.begin(), body.end()) == full);
+        std::vector<uint8_t> back(n + 1);
+        size_t in_pos = 0, out_pos = 0;
+        const lzma_ret ret = lzma_raw_buffer_decode(filters, nullptr, body.data(), &in_pos, body.size(), back.data(),
+                                                    &out_pos, n == 0 ? 1 : n);
+        CHECK((ret == LZMA_OK || ret == LZMA_STREAM_END));
+        back.resize(out_pos);
+        CHECK(back == in);
+      }
+    }
+  }
 }
