@@ -1,6 +1,9 @@
-// gradcodec inspect IN.gcz [--json] [--tensors]
-// Reads only the header, footer and record metadata: instant on large files. Records whose stages
-// store figures in their streams (Stage::stream_stats: bloom, curvefit) also have those read.
+// gradcodec inspect IN.gcz [--json] [--tensors] [--no-decode]
+// Reads the header, footer and record metadata, verifies every stream's checksum, and decodes
+// every record (as `decode` would, nothing written) to count the values each one sends: the
+// kept fraction and BIRD+ Fig. 10's index / value / overall compression ratios, as `bench`
+// reports them. --no-decode skips that decoding (and those figures). Records whose stages store
+// figures in their streams (Stage::stream_stats: bloom, curvefit) also have those read.
 #include "commands.hpp"
 
 #include <nlohmann/json.hpp>
@@ -17,6 +20,7 @@ struct InspectArgs {
   std::string input;
   bool json = false;
   bool names_only = false;
+  bool no_decode = false;
 };
 
 // The part of the bit breakdown a stream belongs to.
@@ -47,6 +51,9 @@ int run_inspect(const InspectArgs& a) {
   StageStats all_stats;
   uint64_t total_in = 0, total_params = 0, total_tensors = 0, total_streams = 0;
   std::map<std::string, uint64_t> classes = {{"index", 0}, {"value", 0}, {"scale", 0}, {"side", 0}};
+  const bool decode = !a.no_decode && !a.names_only;
+  SequenceDecoder decoder(r);
+  uint64_t total_kept = 0;
   ordered_json frames = ordered_json::array();
   for (size_t f = 0; f < r.frame_count(); ++f) {
     ordered_json fr;
@@ -83,6 +90,11 @@ int run_inspect(const InspectArgs& a) {
       }
       t["input_bytes"] = in_bytes;
       t["bytes"] = m.size;
+      if (decode) {
+        decoder.decode(f, i);  // the values are dropped: only their count is wanted
+        t["kept"] = decoder.kept();
+        total_kept += decoder.kept();
+      }
       ordered_json streams = ordered_json::object();
       for (const auto& s : m.streams) {
         streams[s.name] = s.size;
@@ -120,6 +132,18 @@ int run_inspect(const InspectArgs& a) {
   for (const auto& [k, v] : classes) br[k] = total_params ? 8.0 * double(v) / double(total_params) : 0.0;
   br["overhead"] = total_params ? 8.0 * double(file - total_streams) / double(total_params) : 0.0;
   totals["bits_per_param_breakdown"] = br;
+  if (decode) {  // the formulas of bench (docs/bench.md); null when the part is absent
+    auto cr = [](double dense_bits, uint64_t bytes) -> ordered_json {
+      if (bytes == 0) return nullptr;
+      return dense_bits / (8.0 * double(bytes));
+    };
+    const double kept = double(total_kept);
+    totals["kept"] = total_kept;
+    totals["kept_fraction"] = total_params ? kept / double(total_params) : 0.0;
+    totals["index_cr"] = cr(32.0 * kept, classes["index"]);
+    totals["value_cr"] = cr(32.0 * kept, classes["value"] + classes["scale"]);
+    totals["overall_cr"] = cr(64.0 * kept, total_streams);
+  }
   ordered_json figs = ordered_json::object();
   for (const auto& x : all_stats)
     figs[x.name] = {{"value", x.value()}, {"num", x.num}, {"den", x.den}, {"formula", x.formula}};
@@ -158,10 +182,20 @@ int run_inspect(const InspectArgs& a) {
   std::printf("bits/param by part: index %.4f  value %.4f  scale %.4f  side %.4f  container overhead %.4f\n",
               br["index"].get<double>(), br["value"].get<double>(), br["scale"].get<double>(), br["side"].get<double>(),
               br["overhead"].get<double>());
+  if (decode) {
+    auto fmt = [](const ordered_json& v) { return v.is_null() ? std::string("-") : format("%.2f", v.get<double>()); };
+    std::printf("kept %llu values (%.4f%% of parameters)  index CR %s  value CR %s  overall CR %s\n",
+                totals["kept"].get<unsigned long long>(), 100.0 * totals["kept_fraction"].get<double>(),
+                fmt(totals["index_cr"]).c_str(), fmt(totals["value_cr"]).c_str(), fmt(totals["overall_cr"]).c_str());
+  }
   for (const auto& x : all_stats)
     std::printf("%s %.4g  (%.6g / %.6g over every record)\n", x.name.c_str(), x.value(), x.num, x.den);
   std::printf("\nratio = input bytes (as stored dtype) / bytes (whole record; totals: whole container)\n"
               "bits/param = 8 * bytes / floating-point parameters;  kB/MB = 10^3/10^6 bytes\n");
+  if (decode)
+    std::printf("kept = values sent (decoded values the value codec coded; all of a raw record's);  index CR = 32 * "
+                "kept / index bits;\nvalue CR = 32 * kept / (value + scale bits);  overall CR = 64 * kept / (all "
+                "stream bits)  (BIRD+ Fig. 10; as bench)\n");
   for (const auto& x : all_stats) std::printf("%s = %s\n", x.name.c_str(), x.formula.c_str());
   return 0;
 }
@@ -174,6 +208,8 @@ void setup_inspect(CLI::App& app, Runner& run) {
   sub->add_option("IN", a->input, "the .gcz container, or - for stdin")->required();
   sub->add_flag("--json", a->json, "machine-readable output");
   sub->add_flag("--tensors", a->names_only, "list tensor names, shapes and dtypes only");
+  sub->add_flag("--no-decode", a->no_decode,
+                "do not decode the records (faster; omits kept values and the index/value/overall CR)");
   sub->callback([a, &run] { run = [a] { return run_inspect(*a); }; });
 }
 

@@ -171,7 +171,7 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
 
 Tensor PipelineStages::decode(const TensorInfo& info, Streams streams, bool lossless_applied,
                               const StageContext& base, TensorState& st,
-                              std::vector<float>* before_transforms) const {
+                              std::vector<float>* before_transforms, uint64_t* kept) const {
   const uint64_t n = info.elements();
   if (lossless_applied) {
     for (auto it = lossless_.rbegin(); it != lossless_.rend(); ++it) {
@@ -192,6 +192,7 @@ Tensor PipelineStages::decode(const TensorInfo& info, Streams streams, bool loss
     if (indexer_ >= 0 && p.sparse && !p.index_implicit)
       static_cast<IndexCoder*>(stages_[indexer_].get())->decode(p, streams, ctx_for(indexer_));
   }
+  if (kept) *kept = p.value_count();
   static_cast<Quantizer*>(stages_[quantizer_].get())->decode(p, streams, ctx_for(quantizer_));
   if (red) red->decode(p, streams, ctx_for(reducer_));
 
@@ -425,6 +426,7 @@ struct SequenceDecoder::Impl {
   std::unordered_map<std::string, Chain> chains;
   std::vector<std::unordered_map<std::string, size_t>> names;  // per frame, lazily
   size_t frames_read = 0;
+  uint64_t kept = 0;  // of the last record decoded
   bool stateful = false;
 
   DecodeOptions opt;
@@ -468,10 +470,12 @@ struct SequenceDecoder::Impl {
     ctx.keyframe = reader.frame(f).keyframe;
     ctx.info = &out.info;
     if (ctx.keyframe) chain.state.dec.clear();
+    kept = 0;
     if (m.storage == Storage::Raw) {
+      kept = m.info.elements();  // every value sent, exactly (as the encoder counts it)
       stages(m.variant).observe_raw(out, ctx, chain.state, false);
     } else if (m.storage == Storage::Pipeline) {
-      out = stages(m.variant).decode(m.info, std::move(s), true, ctx, chain.state);
+      out = stages(m.variant).decode(m.info, std::move(s), true, ctx, chain.state, nullptr, &kept);
     }
     chain.last_frame = static_cast<long long>(f);
     return out;
@@ -481,6 +485,7 @@ struct SequenceDecoder::Impl {
 SequenceDecoder::SequenceDecoder(const ContainerReader& r, DecodeOptions o) : impl_(std::make_unique<Impl>(r, o)) {}
 SequenceDecoder::~SequenceDecoder() = default;
 size_t SequenceDecoder::frames_read() const noexcept { return impl_->frames_read; }
+uint64_t SequenceDecoder::kept() const noexcept { return impl_->kept; }
 bool SequenceDecoder::stateful() const noexcept { return impl_->stateful; }
 
 Tensor SequenceDecoder::decode(size_t f, size_t i) {

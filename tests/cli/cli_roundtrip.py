@@ -208,6 +208,33 @@ def test_inspect_json_fields():
     assert b"ratio = input bytes" in human and b"layer1.conv.weight" in human
 
 
+def test_inspect_and_bench_agree_on_the_fig10_breakdown():
+    # BIRD+ Fig. 10's index / value / overall CR and the kept count: inspect (decoding the
+    # container) must report what bench measured while encoding, on the bundled snapshot.
+    snap = os.path.join(sys.argv[2], "test_data", "snapshots", "step_000.npz")
+    for preset in ("bird+", "topk-1pct", "tcs", "powersgd-r2", "lossless"):
+        out = path(f"fig10-{preset}.gcz")
+        run("encode", snap, "-o", out, "--preset", preset, "--force", "--quiet")
+        tot = json.loads(run("inspect", out, "--json")[0])["totals"]
+        run("bench", snap, "--preset", preset, "--repeat", "1", "--min-time", "0", "--json", path("fig10.json"))
+        with open(path("fig10.json")) as f:
+            row = json.load(f)["rows"][0]
+        assert tot["kept"] == row["kept"] > 0, (preset, tot["kept"], row["kept"])
+        for key in ("kept_fraction", "index_cr", "value_cr", "overall_cr"):
+            if row[key] is None:
+                assert tot[key] is None, (preset, key)
+            else:
+                assert abs(tot[key] / row[key] - 1) < 1e-9, (preset, key, tot[key], row[key])
+        frames = json.loads(run("inspect", out, "--json")[0])["frames"]
+        assert sum(t["kept"] for t in frames[0]["tensors"]) == tot["kept"]
+        if preset == "bird+":
+            assert tot["index_cr"] > 20 and tot["index_cr"] > 5 * tot["value_cr"], tot  # index sharing
+            human, _ = run("inspect", out)
+            assert b"index CR" in human and b"overall CR" in human
+    no = json.loads(run("inspect", path("fig10-bird+.gcz"), "--json", "--no-decode")[0])["totals"]
+    assert "index_cr" not in no and "kept" not in no
+
+
 def test_bundled_snapshots_lossless():
     src = os.path.join(sys.argv[2], "test_data", "snapshots")
     files = sorted(os.path.join(src, f) for f in os.listdir(src) if f.endswith(".npz"))

@@ -69,9 +69,11 @@ class PipelineStages {
   // with the control stage replaced in place by the alternative's reducer. Decodes its records.
   const PipelineStages& variant(int k) const;
   // Decodes streams (after lossless decoding when `lossless_applied`) to the tensor's dtype.
-  // `recon` (optional) receives the f32 values the reducer produced, before transforms' inverses.
+  // `before_transforms` (optional) receives the f32 values the reducer produced, before the
+  // transforms' inverses; `kept` (optional) the number of values the value codec decoded
+  // (Encoded::kept of the encoder: n when dense, kept positions × block, factor entries).
   Tensor decode(const TensorInfo& info, Streams streams, bool lossless_applied, const StageContext& ctx,
-                TensorState& st, std::vector<float>* before_transforms = nullptr) const;
+                TensorState& st, std::vector<float>* before_transforms = nullptr, uint64_t* kept = nullptr) const;
   // True when a stage reports figures from its streams (Stage::has_stats).
   bool has_stats() const noexcept { return has_stats_; }
   // The stages' figures for one record (inspect): undoes the lossless stages when
@@ -113,7 +115,7 @@ struct TensorOutcome {
   uint64_t input_bytes = 0;   // the tensor's bytes as stored
   uint64_t record_bytes = 0;  // the whole record in the container
   std::vector<std::pair<std::string, uint64_t>> streams;  // final stream sizes
-  uint64_t kept = 0;          // values coded (0 for raw and pass-through records)
+  uint64_t kept = 0;          // values coded (all of them for raw records; 0 for pass-through)
   StageTimes times;           // when EncodeOptions::time_stages
   StageStats stats;           // the stages' figures for this record (empty for raw records)
 };
@@ -161,6 +163,9 @@ class SequenceDecoder {
   void decode_frame(size_t f, const std::function<void(Tensor&&)>& sink);
   // Frames read by the last decode() call (for --verbose).
   size_t frames_read() const noexcept;
+  // Values sent for the record the last decode() call returned, counted as the encoder counts
+  // them (TensorOutcome::kept): inspect's compression-ratio breakdown.
+  uint64_t kept() const noexcept;
   bool stateful() const noexcept;
 
  private:
