@@ -137,9 +137,10 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
   std::vector<float> dense;  // what the sparsifier selected from, kept only for IndexCoder::select
   if (reducer_ >= 0) {
     Timer tm(out.times, stages_[reducer_]->kind(), timed);
-    p.dense_f32();
+    auto* red = static_cast<Reducer*>(stages_[reducer_].get());
+    if (selects || !red->reads_f32_view()) p.dense_f32();
     if (selects) dense = p.values;
-    static_cast<Reducer*>(stages_[reducer_].get())->encode(p, out.streams, ctx_for(reducer_));
+    red->encode(p, out.streams, ctx_for(reducer_));
     out.variant = p.alternative;
   }
   p.exact = exact_values_;
@@ -215,6 +216,11 @@ Tensor PipelineStages::decode(const TensorInfo& info, Streams streams, bool loss
   if (before_transforms) *before_transforms = p.values;
   for (auto it = transforms_.rbegin(); it != transforms_.rend(); ++it)
     static_cast<Transform*>(stages_[*it].get())->decode(p.values, ctx_for(*it));
+  if (info.dtype == DType::F32 && n > 0) {  // the f32 values are the tensor's bytes: no copy
+    auto keep = std::make_shared<const std::vector<float>>(std::move(p.values));
+    out.data = Buffer::view(keep, reinterpret_cast<const uint8_t*>(keep->data()), n * 4);
+    return out;
+  }
   std::vector<uint8_t> bytes(n * dtype_size(info.dtype));
   from_f32(p.values.data(), n, info.dtype, bytes.data());
   out.data = Buffer(std::move(bytes));

@@ -96,6 +96,13 @@ void from_f32(const float* src, uint64_t n, DType dt, uint8_t* dst) {
   fail(ErrorCode::Internal, "from_f32 to a non-floating dtype");
 }
 
+std::span<const float> Payload::f32_view() {
+  if (values.empty() && n > 0 && !sparse && !lowrank && source && source->dtype() == DType::F32 &&
+      source->data.size() == n * 4 && reinterpret_cast<uintptr_t>(source->data.data()) % alignof(float) == 0)
+    return {reinterpret_cast<const float*>(source->data.data()), n};
+  return dense_f32();
+}
+
 std::vector<float>& Payload::dense_f32() {
   if (values.empty() && n > 0 && !sparse && !lowrank) {
     if (!source) fail(ErrorCode::Internal, "dense_f32 without a source tensor");

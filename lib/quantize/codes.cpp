@@ -1,12 +1,18 @@
 #include "quantize/codes.hpp"
 
+#include <array>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <cstring>
 #include <limits>
 
 namespace gradcodec::stages::codes {
 
-const std::vector<float>& coded_values(Payload& p) {
-  return (p.sparse || p.lowrank) ? p.values : p.dense_f32();
+std::span<const float> coded_values(Payload& p) {
+  if (p.sparse || p.lowrank) return p.values;
+  return p.f32_view();  // dense: the source's own f32 bytes when nothing changed them (no copy)
 }
 
 uint64_t packed_bytes(uint64_t count, uint64_t bits, const char* stage) {
@@ -57,10 +63,32 @@ void pack_signs(Stream& s, std::span<const float> v) {
   const size_t at = s.bytes.size();
   s.bytes.resize(at + (v.size() + 7) / 8);
   uint8_t* out = s.bytes.data() + at;
-  for (size_t b = 0; b < full; ++b) {
-    const float* x = v.data() + 8 * b;
+  const float* x = v.data();
+  size_t b = 0;
+#if defined(__SSE2__)
+  // 8 values at a time: compare with 0 (x < 0 is false for -0 and NaN, as sign_bit wants), the
+  // lanes' masks in lane order, then bit-reversed to MSB-first and inverted (1 = non-negative).
+  static const auto reverse = [] {
+    std::array<uint8_t, 256> r{};
+    for (unsigned i = 0; i < 256; ++i) {
+      unsigned y = 0;
+      for (int k = 0; k < 8; ++k) y |= ((i >> k) & 1u) << (7 - k);
+      r[i] = static_cast<uint8_t>(y);
+    }
+    return r;
+  }();
+  const __m128 zero = _mm_setzero_ps();
+  for (; b < full; ++b) {
+    const float* p = x + 8 * b;
+    const unsigned lo = static_cast<unsigned>(_mm_movemask_ps(_mm_cmplt_ps(_mm_loadu_ps(p), zero)));
+    const unsigned hi = static_cast<unsigned>(_mm_movemask_ps(_mm_cmplt_ps(_mm_loadu_ps(p + 4), zero)));
+    out[b] = static_cast<uint8_t>(~reverse[lo | (hi << 4)]);
+  }
+#endif
+  for (; b < full; ++b) {
+    const float* p = x + 8 * b;
     unsigned byte = 0;
-    for (int k = 0; k < 8; ++k) byte = (byte << 1) | (sign_bit(x[k]) ? 1u : 0u);
+    for (int k = 0; k < 8; ++k) byte = (byte << 1) | (sign_bit(p[k]) ? 1u : 0u);
     out[b] = static_cast<uint8_t>(byte);
   }
   if (const size_t rest = v.size() - 8 * full; rest > 0) {

@@ -14,7 +14,7 @@ namespace gradcodec::stages::codes {
 
 // The values a quantizer codes: the kept values of a sparsifier, a low-rank stage's factors, or
 // the whole tensor (materialised lazily from the source). Encode side only.
-const std::vector<float>& coded_values(Payload& p);
+std::span<const float> coded_values(Payload& p);
 
 // The sign bit of the wire, the same for every quantizer (ALGORITHMS.md "Sign convention"):
 // 1 = non-negative, 0 = negative. 0 and -0 count as non-negative (so do NaNs: !(v < 0)).

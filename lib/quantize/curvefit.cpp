@@ -86,7 +86,7 @@ class Curvefit final : public Quantizer {
       fail(ErrorCode::Usage, "curvefit needs a sparsifier whose positions are coded before it "
                              "(its values travel in value order with their positions)");
     if (p.block != 1) return encode_blocks(p, out);
-    const std::vector<float>& v = codes::coded_values(p);
+    const std::span<const float> v = codes::coded_values(p);
     const uint64_t count = v.size();
     if (count != p.index.size()) fail(ErrorCode::Internal, "curvefit: value count does not match the index");
     // Each group in value order: |v| descending, NaN first (as the largest), ties by position.
@@ -168,7 +168,7 @@ class Curvefit final : public Quantizer {
   // group, npos = count), every element decodes to ± its block's fitted magnitude, and the signs
   // travel in `side`, one bit per value (1 = non-negative), MSB-first.
   void encode_blocks(Payload& p, Streams& out) const {
-    const std::vector<float>& v = codes::coded_values(p);
+    const std::span<const float> v = codes::coded_values(p);
     const uint64_t B = p.block, nb = p.index.size(), count = v.size();
     if (count != nb * B) fail(ErrorCode::Internal, "curvefit: value count does not match the blocks");
     double largest = 0;

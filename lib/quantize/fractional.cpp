@@ -16,7 +16,7 @@ class Fractional final : public Quantizer {
   explicit Fractional(uint32_t intervals) : P_(intervals), index_bits_(bits_for(intervals)) {}
 
   void encode(Payload& p, Streams& out, const StageContext&) override {
-    const std::vector<float>& v = codes::coded_values(p);
+    const std::span<const float> v = codes::coded_values(p);
     const size_t n = v.size();
     double umax = 0, umin = std::numeric_limits<double>::infinity();
     bool has_zero = false;

@@ -16,7 +16,7 @@ class IntN final : public Quantizer {
   explicit IntN(unsigned bits) : bits_(bits), levels_((uint64_t{1} << bits) - 1) {}
 
   void encode(Payload& p, Streams& out, const StageContext&) override {
-    const std::vector<float>& v = codes::coded_values(p);
+    const std::span<const float> v = codes::coded_values(p);
     const size_t n = v.size();
     float lo = 0, hi = 0;
     if (n > 0) {

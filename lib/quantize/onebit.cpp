@@ -13,7 +13,7 @@ class OneBit final : public Quantizer {
   explicit OneBit(bool per_column) : per_column_(per_column) {}
 
   void encode(Payload& p, Streams& out, const StageContext&) override {
-    const std::vector<float>& v = codes::coded_values(p);
+    const std::span<const float> v = codes::coded_values(p);
     const uint64_t n = v.size();
     const uint64_t cols = columns(p, n);
     std::vector<double> sum(2 * cols, 0.0);

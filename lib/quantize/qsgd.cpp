@@ -18,7 +18,7 @@ class Qsgd final : public Quantizer {
   bool stochastic() const noexcept override { return true; }
 
   void encode(Payload& p, Streams& out, const StageContext& ctx) override {
-    const std::vector<float>& v = codes::coded_values(p);
+    const std::span<const float> v = codes::coded_values(p);
     const uint64_t n = v.size();
     const uint64_t nb = codes::bucket_count(n, bucket_);
     const uint64_t size = bucket_ == 0 ? n : bucket_;

@@ -16,7 +16,7 @@ bool can_drop(const Payload& p) noexcept { return p.sparse && !p.lowrank && p.bl
 class Sbc final : public Quantizer {
  public:
   void encode(Payload& p, Streams& out, const StageContext&) override {
-    const std::vector<float>& v = codes::coded_values(p);
+    const std::span<const float> v = codes::coded_values(p);
     const size_t n = v.size();
     double sum[2] = {0, 0};
     uint64_t num[2] = {0, 0};

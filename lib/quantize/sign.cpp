@@ -16,13 +16,20 @@ class Sign final : public Quantizer {
   explicit Sign(Scale scale) : scale_(scale) {}
 
   void encode(Payload& p, Streams& out, const StageContext&) override {
-    const std::vector<float>& v = codes::coded_values(p);
+    const std::span<const float> v = codes::coded_values(p);
     codes::pack_signs(out.add(kValueStream, 1), v);
     if (scale_ == Scale::None) return;
     Stream& sc = out.add(kScaleStream, 4);
     if (v.empty()) return;
+    // Σ|x| in double over eight interleaved partial sums (independent add chains), then added in
+    // a fixed order: deterministic, and several times faster than one chain.
+    double part[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= v.size(); i += 8)
+      for (int k = 0; k < 8; ++k) part[k] += std::fabs(static_cast<double>(v[i + k]));
+    for (; i < v.size(); ++i) part[i % 8] += std::fabs(static_cast<double>(v[i]));
     double l1 = 0;
-    for (float x : v) l1 += std::fabs(static_cast<double>(x));
+    for (double x : part) l1 += x;
     // mean: over the coded values; l1: over the tensor's n elements (dropped values are zeros).
     const double d = scale_ == Scale::L1 && p.sparse ? static_cast<double>(p.n) : static_cast<double>(v.size());
     const float s = static_cast<float>(l1 / d);

@@ -15,7 +15,7 @@ class Ssdm final : public Quantizer {
   bool stochastic() const noexcept override { return true; }
 
   void encode(Payload& p, Streams& out, const StageContext& ctx) override {
-    const std::vector<float>& v = codes::coded_values(p);
+    const std::span<const float> v = codes::coded_values(p);
     const size_t n = v.size();
     double ss = 0;
     for (float x : v) ss += static_cast<double>(x) * x;

@@ -18,7 +18,7 @@ class TernGrad final : public Quantizer {
   bool stochastic() const noexcept override { return true; }
 
   void encode(Payload& p, Streams& out, const StageContext& ctx) override {
-    const std::vector<float>& v = codes::coded_values(p);
+    const std::span<const float> v = codes::coded_values(p);
     const size_t n = v.size();
     // Clip bounds (double); without clipping they are ±inf and leave every value alone.
     double lo = -HUGE_VAL, hi = HUGE_VAL;

@@ -30,6 +30,7 @@ class Bird final : public Reducer {
   StageKind kind() const noexcept override { return StageKind::Sparsifier; }
   bool stochastic() const noexcept override { return true; }
   bool values_exact() const noexcept override { return false; }
+  bool reads_f32_view() const noexcept override { return true; }
 
   std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const override {
     if (!attach_ || frame.count == 0) return nullptr;
@@ -66,7 +67,7 @@ class Bird final : public Reducer {
     const BirdSplit s = bird_split(p.info->shape);
     if (s.vector) return encode_vector(p, out, ctx, plan);
     check_block(s, ErrorCode::Usage);
-    const std::vector<float>& v = p.dense_f32();
+    const std::span<const float> v = p.f32_view();
     // The plan's selection was made on the input tensor: usable while no transform changed it.
     const BirdSelection* sel = nullptr;
     BirdSelection own;

@@ -159,8 +159,10 @@ class Topk final : public Reducer {
     return plan;
   }
 
+  bool reads_f32_view() const noexcept override { return true; }
+
   void encode(Payload& p, Streams&, const StageContext& ctx) override {
-    const std::vector<float>& v = p.dense_f32();
+    const std::span<const float> v = p.f32_view();
     std::vector<uint64_t> idx;
     const auto* plan = global_ ? dynamic_cast<const GlobalCut*>(ctx.frame_plan) : nullptr;
     if (plan) {

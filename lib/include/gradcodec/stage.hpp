@@ -85,6 +85,10 @@ struct Payload {
 
   // Materialises `values` (all n elements, f32) from `source` when empty; returns it.
   std::vector<float>& dense_f32();
+  // The n dense values in f32 for reading: a view of `source`'s own bytes when nothing has
+  // written `values` yet and the source is 4-byte-aligned f32 (no copy: a memory-mapped input
+  // is read in place), else dense_f32(). Valid until `values` or `source` changes.
+  std::span<const float> f32_view();
   // Number of values a quantizer codes: n when dense, index.size()·block when sparse.
   uint64_t value_count() const noexcept {
     return sparse ? static_cast<uint64_t>(index.size()) * block : (lowrank ? values.size() : n);
@@ -201,6 +205,9 @@ class Reducer : public Stage {
     return nullptr;
   }
   virtual void encode(Payload& p, Streams& out, const StageContext& ctx) = 0;
+  // True when encode() reads the dense input only through Payload::f32_view() (and writes
+  // `values` only once it is sparse): the codec then skips materialising an f32 copy.
+  virtual bool reads_f32_view() const noexcept { return false; }
   // Before the index is decoded: fill p.index when it is implicit (randk), and set universe/block.
   virtual void prepare_decode(Payload& p, const Streams& in, const StageContext& ctx) = 0;
   // After index and values are decoded: produce the dense f32 values in p.values (n elements),
