@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -338,7 +339,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
         job.streams.add("raw").bytes.assign(t.data.data(), t.data.data() + t.data.size());
         return;
       }
-      auto& st = im.states[t.name()];
+      auto& st = im.states.at(t.name());  // created before the workers start
       if (keyframe) st.dec.clear();
       const uint64_t nonfinite = im.stages.lossless() ? 0 : count_nonfinite(t);
       if (nonfinite && im.opt.nonfinite == NonFinite::Refuse)
@@ -382,39 +383,107 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
     }
   };
 
-  for (size_t start = 0; start < src.count; start += threads) {
-    size_t end = std::min(src.count, start + threads);
-    std::vector<Job> jobs(end - start);
-    for (size_t i = start; i < end; ++i) {
-      jobs[i - start].tensor = src.load(i);
-      const std::string& name = jobs[i - start].tensor.name();
-      if (!seen.insert(name).second) fail(ErrorCode::Input, src.source + ": tensor '" + name + "' appears twice");
-      im.states[name];  // create slots before the parallel part
+  // Names first (metadata only): duplicates are refused before any record is written, and every
+  // tensor's state slot exists before the workers start (they only look slots up).
+  for (size_t i = 0; i < src.count; ++i) {
+    const std::string name = src.info(i).name;
+    if (!seen.insert(name).second) fail(ErrorCode::Input, src.source + ": tensor '" + name + "' appears twice");
+    im.states[name];
+  }
+  // The records go to the writer in source order, whatever order the tensors finish in.
+  auto commit = [&](Job& job) {
+    if (job.error) std::rethrow_exception(job.error);
+    uint64_t before = w.bytes_written();
+    const uint32_t variant = job.variant >= 0 ? w.variant(im.stages.variant(job.variant).pipeline().json()) : 0;
+    w.add(job.tensor.info, job.storage, variant, job.streams);
+    TensorOutcome o;
+    o.info = job.tensor.info;
+    o.storage = job.storage;
+    o.input_bytes = job.tensor.data.size();
+    o.record_bytes = w.bytes_written() - before;
+    for (const auto& s : job.streams.all()) o.streams.emplace_back(s.name, s.bytes.size());
+    o.kept = job.kept;
+    o.times = job.times;
+    o.stats = std::move(job.stats);
+    outcomes.push_back(std::move(o));
+  };
+  auto load = [&](Job& job, size_t i) {
+    job.tensor = src.load(i);
+    if (job.tensor.name() != src.info(i).name)
+      fail(ErrorCode::Internal, src.source + ": tensor " + std::to_string(i) + " loaded under another name");
+  };
+  if (threads == 1 || src.count <= 1) {
+    for (size_t i = 0; i < src.count; ++i) {
+      Job job;
+      load(job, i);
+      run(job, static_cast<uint32_t>(i));
+      commit(job);
     }
-    if (jobs.size() == 1) {
-      run(jobs[0], static_cast<uint32_t>(start));
-    } else {
-      std::vector<std::thread> pool;
-      for (size_t j = 0; j < jobs.size(); ++j) pool.emplace_back(run, std::ref(jobs[j]), static_cast<uint32_t>(start + j));
-      for (auto& th : pool) th.join();
+  } else {
+    // A pool of `threads` workers takes the tensors in order (loading is serialised: format
+    // readers need not be thread-safe); at most `window` tensors are loaded and not yet written,
+    // which bounds memory whatever the tensors' sizes.
+    const size_t window = threads + 1;
+    std::vector<std::unique_ptr<Job>> slots(src.count);
+    std::mutex mu, load_mu;
+    std::condition_variable cv;
+    size_t next = 0, written = 0;
+    bool stop = false;
+    auto worker = [&] {
+      for (;;) {
+        size_t i;
+        {
+          std::unique_lock<std::mutex> lk(mu);
+          cv.wait(lk, [&] { return stop || next >= src.count || next < written + window; });
+          if (stop || next >= src.count) return;
+          i = next++;
+        }
+        auto job = std::make_unique<Job>();
+        try {
+          std::lock_guard<std::mutex> lk(load_mu);
+          load(*job, i);
+        } catch (...) {
+          job->error = std::current_exception();
+        }
+        if (!job->error) run(*job, static_cast<uint32_t>(i));
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          if (job->error) stop = true;
+          slots[i] = std::move(job);
+        }
+        cv.notify_all();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned k = 0; k < std::min<size_t>(threads, src.count); ++k) pool.emplace_back(worker);
+    std::exception_ptr failure;
+    for (size_t i = 0; i < src.count && !failure; ++i) {
+      std::unique_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return slots[i] != nullptr; });
+        job = std::move(slots[i]);
+      }
+      try {
+        commit(*job);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      job.reset();  // the tensor and its streams are freed before the next is admitted
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        ++written;
+        if (failure) stop = true;
+      }
+      cv.notify_all();
     }
-    for (auto& job : jobs) {
-      if (job.error) std::rethrow_exception(job.error);
-      uint64_t before = w.bytes_written();
-      const uint32_t variant =
-          job.variant >= 0 ? w.variant(im.stages.variant(job.variant).pipeline().json()) : 0;
-      w.add(job.tensor.info, job.storage, variant, job.streams);
-      TensorOutcome o;
-      o.info = job.tensor.info;
-      o.storage = job.storage;
-      o.input_bytes = job.tensor.data.size();
-      o.record_bytes = w.bytes_written() - before;
-      for (const auto& s : job.streams.all()) o.streams.emplace_back(s.name, s.bytes.size());
-      o.kept = job.kept;
-      o.times = job.times;
-      o.stats = std::move(job.stats);
-      outcomes.push_back(std::move(o));
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      stop = true;
     }
+    cv.notify_all();
+    for (auto& th : pool) th.join();
+    if (failure) std::rethrow_exception(failure);
   }
   ++frame_;
   return outcomes;
