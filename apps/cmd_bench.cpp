@@ -1,9 +1,11 @@
 // gradcodec bench INPUT... (--preset NAME | --pipeline TEXT)... [--sweep STAGE.PARAM=a,b,c]
 //                 [--repeat N] [--min-time S] [--seeds N] [--per-tensor] [--json F] [--csv F]
 //                 [--markdown] [--threads N]
+//        gradcodec bench --workers GLOB|MANIFEST... [--seeds N] [--json F]   (bench_workers.hpp)
 // Compares compressors side by side on the user's gradients. With no INPUT: the bundled
 // test_data snapshots; with no --preset/--pipeline: every preset.
 #include "bench_report.hpp"
+#include "bench_workers.hpp"
 #include "commands.hpp"
 
 #include <nlohmann/json.hpp>
@@ -22,6 +24,7 @@ namespace {
 
 struct BenchArgs {
   std::vector<std::string> inputs, presets, pipelines, sweeps;
+  std::vector<std::string> workers;  // multi-worker mode (bench_workers.hpp)
   unsigned repeat = 3, seeds = 1, threads = 1;
   double min_time = 0.2;
   bool per_tensor = false, markdown = false;
@@ -94,6 +97,12 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 int run_bench(BenchArgs a) {
+  if (!a.workers.empty()) {
+    if (!a.inputs.empty() || !a.presets.empty() || !a.pipelines.empty() || !a.sweeps.empty() || !a.csv.empty())
+      fail(ErrorCode::Usage, "--workers compares the merge methods: give no INPUT, --preset, --pipeline, --sweep "
+                             "or --csv with it");
+    return run_bench_workers({a.workers, a.seeds, a.json, a.markdown, a.in});
+  }
   if (a.inputs.empty()) a.inputs = bundled_inputs();
   struct Job {
     Pipeline pipeline;
@@ -167,6 +176,9 @@ void setup_bench(CLI::App& app, Runner& run) {
   sub->add_option("INPUT", a->inputs, "snapshots (several = a sequence); default: the bundled test_data snapshots");
   sub->add_option("--preset", a->presets, "a preset to compare (repeatable); default: every preset");
   sub->add_option("--pipeline", a->pipelines, "a pipeline text to compare (repeatable)");
+  sub->add_option("--workers", a->workers,
+                  "multi-worker mode: one step's worker inputs, a glob ('dir/worker_*.npz') or a manifest "
+                  "(.txt/.list, one step per line); repeatable; compares the merge methods (docs/merge.md)");
   sub->add_option("--sweep", a->sweeps, "STAGE.PARAM=a,b,c: one row per value (repeatable)");
   sub->add_option("--repeat", a->repeat, "timed runs per row, at least (default 3)");
   sub->add_option("--min-time", a->min_time, "seconds of timed encoding and of decoding per row, at least (default 0.2)")

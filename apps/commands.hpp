@@ -10,4 +10,5 @@ void setup_decode(CLI::App& app, Runner& run);
 void setup_inspect(CLI::App& app, Runner& run);
 void setup_list(CLI::App& app, Runner& run);
 void setup_bench(CLI::App& app, Runner& run);
+void setup_merge(CLI::App& app, Runner& run);
 }  // namespace gradcodec::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   cli::setup_decode(app, run);
   cli::setup_inspect(app, run);
   cli::setup_bench(app, run);
+  cli::setup_merge(app, run);
   cli::setup_list(app, run);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,261 @@
+#include "bench_workers.hpp"
+
+#include <gradcodec/merge.hpp>
+#include <gradcodec/metrics.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <glob.h>
+#include <sstream>
+
+namespace gradcodec::cli {
+
+namespace {
+
+bool is_manifest(const std::string& v) {
+  const std::string ext = std::filesystem::path(v).extension().string();
+  return ext == ".txt" || ext == ".list";
+}
+
+std::vector<std::vector<std::string>> read_manifest(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) fail(ErrorCode::Input, "--workers " + file + ": cannot read the manifest");
+  const std::filesystem::path dir = std::filesystem::path(file).parent_path();
+  std::vector<std::vector<std::string>> steps;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::vector<std::string> step;
+    for (std::string w; words >> w;)
+      step.push_back(std::filesystem::path(w).is_absolute() ? w : (dir / w).string());
+    if (!step.empty()) steps.push_back(std::move(step));
+  }
+  if (steps.empty()) fail(ErrorCode::Input, "--workers " + file + ": the manifest lists no step");
+  return steps;
+}
+
+std::vector<std::string> expand_glob(const std::string& pattern) {
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  if (out.empty()) fail(ErrorCode::Input, "--workers '" + pattern + "': no file matches");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// One tensor of one step: the workers' values and their true mean.
+struct StepTensor {
+  std::vector<std::vector<float>> workers;
+  std::vector<float> mean;
+};
+
+std::vector<StepTensor> load_step(const std::vector<std::string>& files, const InputOptions& opt,
+                                  std::vector<TensorInfo>& infos) {
+  std::vector<StepTensor> tensors;
+  for (size_t m = 0; m < files.size(); ++m) {
+    OpenInput in = open_input(files[m], opt);
+    std::vector<TensorInfo> mine;
+    for (size_t k : in.selected)
+      if (is_float(in.reader->arrays()[k].dtype)) mine.push_back(in.reader->arrays()[k]);
+    if (infos.empty()) infos = mine;
+    if (mine.size() != infos.size())
+      fail(ErrorCode::Input, "--workers: " + files[m] + " has " + std::to_string(mine.size()) +
+                                 " floating tensors, " + files[0] + " has " + std::to_string(infos.size()));
+    for (size_t i = 0; i < mine.size(); ++i) {
+      if (mine[i].name != infos[i].name)
+        fail(ErrorCode::Input, "--workers: tensor " + std::to_string(i) + " is '" + mine[i].name + "' in " +
+                                   files[m] + ", '" + infos[i].name + "' in " + files[0]);
+      if (mine[i].shape != infos[i].shape)
+        fail(ErrorCode::Input, "--workers: tensor '" + mine[i].name + "' has shape " + shape_string(mine[i].shape) +
+                                   " in " + files[m] + ", " + shape_string(infos[i].shape) + " in " + files[0]);
+    }
+    tensors.resize(mine.size());
+    size_t i = 0;
+    for (size_t k : in.selected) {
+      if (!is_float(in.reader->arrays()[k].dtype)) continue;
+      Tensor t = in.reader->read(k);
+      std::vector<float> v(t.elements());
+      if (!v.empty()) to_f32(t.dtype(), t.data.data(), v.size(), v.data());
+      tensors[i++].workers.push_back(std::move(v));
+    }
+  }
+  for (auto& t : tensors) {  // the reference: (1/M) Σ g_m in double, rounded once
+    const size_t n = t.workers[0].size();
+    t.mean.resize(n);
+    for (size_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (const auto& w : t.workers) s += w[j];
+      t.mean[j] = static_cast<float>(s / static_cast<double>(t.workers.size()));
+    }
+  }
+  return tensors;
+}
+
+struct MethodRow {
+  MergeMethod method;
+  bool stochastic = false;
+  unsigned seeds = 1;
+  std::vector<double> match, rel;  // per seed, over every tensor of every step
+  std::vector<uint64_t> hop_bits;  // per hop, summed over tensors and steps (seed 0)
+};
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+double min_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
+double max_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+const char* kFormulaMatch =
+    "match_rate = #{j : [agg_j >= 0] == [mean_j >= 0]} / d over every element of every step, "
+    "mean = (1/M) sum_m g_m of the raw worker gradients (0 counts as +; Marsit Fig. 1b)";
+const char* kFormulaRel = "rel_l2 = ||agg - mean||_2 / ||mean||_2 over every element of every step";
+const char* kFormulaHop =
+    "hop h = what worker h sends to worker h+1 (h = 1..M-1), per tensor: marsit, cascade d_t + 32 (1 bit per "
+    "element + an f32 scale or norm); majority d_t*ceil(log2(h+1)) + 32 (a vote count in 0..h); mean 32*d_t; "
+    "bits/param = bits / d";
+
+}  // namespace
+
+std::vector<std::vector<std::string>> expand_worker_steps(const std::vector<std::string>& values) {
+  std::vector<std::vector<std::string>> steps;
+  for (const auto& v : values) {
+    if (is_manifest(v)) {
+      for (auto& s : read_manifest(v)) steps.push_back(std::move(s));
+    } else {
+      steps.push_back(expand_glob(v));
+    }
+  }
+  for (const auto& s : steps) {
+    if (s.size() < 2)
+      fail(ErrorCode::Usage, "--workers: a step needs at least 2 worker inputs, got " + std::to_string(s.size()) +
+                                 (s.empty() ? "" : " (" + s[0] + ")"));
+    if (s.size() != steps[0].size())
+      fail(ErrorCode::Usage, "--workers: steps have different worker counts (" + std::to_string(steps[0].size()) +
+                                 " and " + std::to_string(s.size()) + ")");
+  }
+  return steps;
+}
+
+int run_bench_workers(const WorkersBenchArgs& a) {
+  const auto steps = expand_worker_steps(a.steps);
+  const size_t M = steps[0].size();
+  std::vector<MethodRow> rows;
+  for (MergeMethod m : merge_methods()) {
+    MethodRow r;
+    r.method = m;
+    r.stochastic = m == MergeMethod::Marsit || m == MergeMethod::Cascade;
+    r.seeds = r.stochastic ? std::max(1u, a.seeds) : 1;
+    r.hop_bits.assign(M - 1, 0);
+    rows.push_back(r);
+  }
+  std::vector<std::vector<ErrorMetrics>> acc(rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) acc[k].resize(rows[k].seeds);
+  uint64_t d = 0;
+  std::vector<TensorInfo> infos;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    std::vector<TensorInfo> step_infos;
+    const auto tensors = load_step(steps[s], a.in, step_infos);
+    if (s == 0) infos = step_infos;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const StepTensor& t = tensors[i];
+      d += t.mean.size();
+      std::vector<std::span<const float>> spans(t.workers.begin(), t.workers.end());
+      for (size_t k = 0; k < rows.size(); ++k) {
+        for (unsigned seed = 0; seed < rows[k].seeds; ++seed) {
+          MergedValues mv = merge_values(rows[k].method, spans,
+                                         {seed, static_cast<uint32_t>(s), static_cast<uint32_t>(i)});
+          acc[k][seed].add(t.mean.data(), mv.values.data(), t.mean.size());
+          if (seed == 0)
+            for (size_t h = 0; h < mv.hop_bits.size(); ++h) rows[k].hop_bits[h] += mv.hop_bits[h];
+        }
+      }
+    }
+  }
+  for (size_t k = 0; k < rows.size(); ++k)
+    for (const auto& e : acc[k]) {
+      rows[k].match.push_back(e.sign_agreement());
+      rows[k].rel.push_back(e.rel_l2());
+    }
+
+  // ---- report ----
+  const double dd = d ? static_cast<double>(d) : 1.0;
+  std::printf("%s workers: %zu worker(s) per step in ring order, %zu step(s), d = %llu parameters per ring pass, "
+              "stochastic methods over %u seed(s)\n",
+              a.markdown ? "**bench**" : "bench", M, steps.size(), static_cast<unsigned long long>(d),
+              std::max(1u, a.seeds));
+  for (size_t s = 0; s < steps.size(); ++s) {
+    std::string list;
+    for (const auto& f : steps[s]) list += (list.empty() ? "" : " ") + f;
+    std::printf("  step %zu: %s\n", s, list.c_str());
+  }
+  const char* sep = a.markdown ? " | " : "  ";
+  if (a.markdown) std::printf("\n| method | match_rate | (min..max over seeds) | rel_l2 | bits/param hop 1..M-1 | ring bits/param |\n|---|---|---|---|---|---|\n");
+  else std::printf("\n%-9s%s%-10s%s%-19s%s%-9s%s%-28s%s%s\n", "method", sep, "match_rate", sep, "(min..max, seeds)",
+                   sep, "rel_l2", sep, "bits/param hop 1..M-1", sep, "ring bits/param");
+  for (const auto& r : rows) {
+    std::string hops;
+    uint64_t total = 0;
+    for (uint64_t b : r.hop_bits) {
+      hops += (hops.empty() ? "" : " ") + format("%.3f", static_cast<double>(b) / dd);
+      total += b;
+    }
+    const std::string range = format("%.4f..%.4f", min_of(r.match), max_of(r.match));
+    if (a.markdown)
+      std::printf("| %s | %.4f | %s | %.4g | %s | %.3f |\n", merge_method_name(r.method), mean_of(r.match),
+                  range.c_str(), mean_of(r.rel), hops.c_str(), static_cast<double>(total) / dd);
+    else
+      std::printf("%-9s%s%-10.4f%s%-19s%s%-9.4g%s%-28s%s%.3f\n", merge_method_name(r.method), sep, mean_of(r.match),
+                  sep, range.c_str(), sep, mean_of(r.rel), sep, hops.c_str(), sep, static_cast<double>(total) / dd);
+  }
+  std::printf("\n%s\n%s\n%s\n", kFormulaMatch, kFormulaRel, kFormulaHop);
+
+  if (!a.json.empty()) {
+    nlohmann::ordered_json j;
+    j["schema"] = kWorkersSchema;
+    j["workers"] = M;
+    j["steps"] = steps;
+    j["parameters"] = d;
+    j["seeds"] = std::max(1u, a.seeds);
+    j["formulas"] = {{"match_rate", kFormulaMatch}, {"rel_l2", kFormulaRel}, {"hop_bits", kFormulaHop}};
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (const auto& r : rows) {
+      uint64_t total = 0;
+      std::vector<double> per_param;
+      for (uint64_t b : r.hop_bits) {
+        total += b;
+        per_param.push_back(static_cast<double>(b) / dd);
+      }
+      arr.push_back({{"method", merge_method_name(r.method)},
+                     {"stochastic", r.stochastic},
+                     {"seeds", r.seeds},
+                     {"match_rate", mean_of(r.match)},
+                     {"match_rate_min", min_of(r.match)},
+                     {"match_rate_max", max_of(r.match)},
+                     {"match_rate_per_seed", r.match},
+                     {"rel_l2", mean_of(r.rel)},
+                     {"rel_l2_per_seed", r.rel},
+                     {"hop_bits", r.hop_bits},
+                     {"hop_bits_per_param", per_param},
+                     {"ring_bits", total},
+                     {"ring_bits_per_param", static_cast<double>(total) / dd}});
+    }
+    j["rows"] = arr;
+    const std::string text = j.dump(2) + "\n";
+    AtomicOutput out(a.json, true);
+    out.write(text.data(), text.size());
+    out.commit();
+  }
+  return 0;
+}
+
+}  // namespace gradcodec::cli

@@ -1,0 +1,34 @@
+// gradcodec bench --workers: the multi-worker mode (issue 9, docs/merge.md). Each --workers value
+// is one training step's worker inputs — a glob ('run/step7/worker_*.npz', matches sorted) or a
+// manifest file (*.txt / *.list: one step per line, the workers' paths separated by spaces,
+// relative to the manifest's directory; '#' starts a comment). For every step the true mean of
+// the raw worker gradients is the reference; every merge method aggregates the workers (ring
+// order = the order above) and the report gives, per method, the sign matching rate against the
+// true mean, the bits each hop of the ring sends, and the relative L2 error.
+#pragma once
+
+#include "common.hpp"
+
+#include <string>
+#include <vector>
+
+namespace gradcodec::cli {
+
+inline constexpr const char* kWorkersSchema = "gradcodec-bench-workers/1";
+
+struct WorkersBenchArgs {
+  std::vector<std::string> steps;  // --workers values
+  unsigned seeds = 1;              // seeds of the stochastic methods (marsit, cascade)
+  std::string json;                // write the report as JSON here (empty: no)
+  bool markdown = false;
+  InputOptions in;
+};
+
+// Each --workers value expanded to the worker files of its step(s). Error(Input) when a glob
+// matches nothing or a manifest cannot be read; Error(Usage) for a step with fewer than 2 workers
+// or steps with different worker counts.
+std::vector<std::vector<std::string>> expand_worker_steps(const std::vector<std::string>& values);
+
+int run_bench_workers(const WorkersBenchArgs& args);
+
+}  // namespace gradcodec::cli

@@ -1,0 +1,82 @@
+// gradcodec merge A.gcz B.gcz ... -o OUT.gcz --method marsit|cascade|majority|mean [--seed N]
+//                 [--eta S] [--pipeline TEXT | --preset NAME] [--threads N] [--force]
+// Aggregates several workers' containers holding the same tensors, frame by frame, in ring order
+// (the order given). The library does the work (gradcodec/merge.hpp); see docs/merge.md.
+#include "commands.hpp"
+
+#include <gradcodec/merge.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <thread>
+#include <unistd.h>
+
+namespace gradcodec::cli {
+
+namespace {
+
+struct MergeArgs {
+  std::vector<std::string> inputs;
+  std::string output, method, preset, pipeline;
+  uint64_t seed = 0;
+  std::optional<double> eta;
+  unsigned threads = 0;
+  bool force = false;
+};
+
+int run_merge(const MergeArgs& a) {
+  MergeOptions o;
+  o.method = parse_merge_method(a.method);
+  if (a.output == "-" && ::isatty(STDOUT_FILENO))
+    fail(ErrorCode::Usage, "refusing to write a binary container to a terminal (redirect it or use -o FILE)");
+  for (const auto& i : a.inputs)
+    if (i == "-") fail(ErrorCode::Usage, "merge reads its inputs by name: standard input ('-') is not supported");
+  o.seed = a.seed;
+  o.eta = a.eta;
+  o.threads = a.threads ? a.threads : std::max(1u, std::thread::hardware_concurrency());
+  if (!a.preset.empty() || !a.pipeline.empty()) o.pipeline = choose_pipeline(a.preset, a.pipeline);
+
+  // Open and check every input before creating the output.
+  std::vector<ContainerReader> readers;
+  readers.reserve(a.inputs.size());
+  nlohmann::ordered_json desc = nlohmann::ordered_json::array();
+  for (const auto& path : a.inputs) {
+    readers.push_back(ContainerReader::open(path));
+    desc.push_back({{"path", path}, {"format", "gcz"}, {"merge", merge_method_name(o.method)}});
+  }
+  std::vector<const ContainerReader*> ptrs;
+  for (const auto& r : readers) ptrs.push_back(&r);
+  check_mergeable(ptrs, o);
+  const MergeReport rep = merge_containers(ptrs, a.output, a.force, o, desc.dump());
+  if (!quiet()) {
+    uint64_t hop_total = 0;
+    for (uint64_t b : rep.hop_bits) hop_total += b;
+    std::fprintf(stderr, "gradcodec: %s: %s of %zu workers, %zu frame(s) x %zu tensors, pipeline '%s', %s; "
+                         "the ring's %zu hops send %s in all\n",
+                 a.output == "-" ? "<stdout>" : a.output.c_str(), merge_method_name(o.method), a.inputs.size(),
+                 rep.frames, rep.tensors, rep.pipeline_text.c_str(), human_bytes(rep.bytes_written).c_str(),
+                 rep.hop_bits.size(), human_bytes((hop_total + 7) / 8).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void setup_merge(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<MergeArgs>();
+  CLI::App* sub = app.add_subcommand("merge", "aggregate several workers' containers (same tensors) into one");
+  sub->add_option("INPUT", a->inputs, "workers' .gcz containers, in ring order (at least 2)")->required();
+  sub->add_option("-o,--output", a->output, "output container (.gcz), or - for stdout")->required();
+  sub->add_option("--method", a->method, "marsit | cascade | majority | mean (see docs/merge.md)")->required();
+  sub->add_option("--seed", a->seed, "seed of marsit's and cascade's random choices (stored in the container)");
+  sub->add_option("--eta", a->eta, "marsit/majority: the output scale (default: the mean of the inputs' scales)");
+  auto* pre = sub->add_option("--preset", a->preset, "mean: re-encode the average with this preset (default lossless)");
+  auto* pip = sub->add_option("--pipeline", a->pipeline, "mean: re-encode the average with this pipeline");
+  pre->excludes(pip);
+  sub->add_option("--threads", a->threads, "worker threads (default: all cores); output bytes do not depend on it");
+  sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
+  sub->callback([a, &run] { run = [a] { return run_merge(*a); }; });
+}
+
+}  // namespace gradcodec::cli

@@ -1,0 +1,206 @@
+// The merge front end (gradcodec/merge.hpp): method names, the dispatch to one file per method,
+// the applicability checks, and the frame-by-frame merge of containers.
+#include <gradcodec/codec.hpp>
+#include <gradcodec/merge.hpp>
+
+#include "aggregate/cascade.hpp"
+#include "aggregate/majority.hpp"
+#include "aggregate/marsit.hpp"
+#include "aggregate/mean.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <thread>
+
+namespace gradcodec {
+
+const char* merge_method_name(MergeMethod m) noexcept {
+  switch (m) {
+    case MergeMethod::Marsit: return "marsit";
+    case MergeMethod::Cascade: return "cascade";
+    case MergeMethod::Majority: return "majority";
+    case MergeMethod::Mean: return "mean";
+  }
+  return "?";
+}
+
+const std::vector<MergeMethod>& merge_methods() {
+  static const std::vector<MergeMethod> all = {MergeMethod::Marsit, MergeMethod::Cascade, MergeMethod::Majority,
+                                               MergeMethod::Mean};
+  return all;
+}
+
+MergeMethod parse_merge_method(const std::string& name) {
+  for (MergeMethod m : merge_methods())
+    if (name == merge_method_name(m)) return m;
+  fail(ErrorCode::Usage, "unknown merge method '" + name + "' (expected marsit, cascade, majority or mean)");
+}
+
+MergedValues merge_values(MergeMethod method, const std::vector<std::span<const float>>& workers,
+                          const MergeKey& key, std::optional<double> eta) {
+  if (workers.size() < 2)
+    fail(ErrorCode::Usage, "merge needs at least 2 workers, got " + std::to_string(workers.size()));
+  for (const auto& w : workers)
+    if (w.size() != workers[0].size())
+      fail(ErrorCode::Usage, "merge: workers hold " + std::to_string(workers[0].size()) + " and " +
+                                 std::to_string(w.size()) + " values");
+  switch (method) {
+    case MergeMethod::Marsit: return aggregate::marsit(workers, key, eta);
+    case MergeMethod::Cascade: return aggregate::cascade(workers, key);
+    case MergeMethod::Majority: return aggregate::majority(workers, eta);
+    case MergeMethod::Mean: return aggregate::mean(workers);
+  }
+  fail(ErrorCode::Internal, "merge: unknown method");
+}
+
+bool is_sign_pipeline(const Pipeline& p) {
+  bool quantizer = false;
+  for (const StageSpec& s : p.stages()) {
+    const StageEntry* e = find_stage(s.name);
+    if (!e) return false;
+    switch (e->kind) {
+      case StageKind::Transform:
+        if (s.name != "ef") return false;
+        break;
+      case StageKind::Quantizer:
+        if (s.name != "sign" && s.name != "ssdm" && s.name != "onebit") return false;
+        quantizer = true;
+        break;
+      case StageKind::Lossless: break;
+      default: return false;  // a reducer, an index coder: not one sign per element
+    }
+  }
+  return quantizer;
+}
+
+namespace {
+
+bool sign_method(MergeMethod m) { return m == MergeMethod::Marsit || m == MergeMethod::Majority; }
+
+std::string frame_label(size_t f) { return "frame " + std::to_string(f); }
+
+}  // namespace
+
+void check_mergeable(const std::vector<const ContainerReader*>& in, const MergeOptions& o) {
+  const std::string method = merge_method_name(o.method);
+  if (in.size() < 2) fail(ErrorCode::Usage, "merge needs at least 2 input containers, got " + std::to_string(in.size()));
+  if (o.pipeline && o.method != MergeMethod::Mean)
+    fail(ErrorCode::Usage, "--pipeline/--preset applies to --method mean only (" + method +
+                               " writes the 1-bit `sign` pipeline)");
+  if (o.eta && !sign_method(o.method))
+    fail(ErrorCode::Usage, "--eta applies to --method marsit and majority only, not " + method);
+  if (o.eta && !(*o.eta >= 0 && *o.eta < 3.4e38)) fail(ErrorCode::Usage, "--eta must be a finite value >= 0");
+  if (sign_method(o.method)) {
+    for (const ContainerReader* r : in) {
+      const Pipeline p = Pipeline::from_json(r->header().pipeline_json);
+      if (!is_sign_pipeline(p) || r->variants().size() > 1)
+        fail(ErrorCode::Usage, "merge --method " + method + ": " + r->path() + " uses pipeline '" + p.text() +
+                                   "', not a 1-bit sign pipeline (sign, ssdm or onebit, optionally after ef); "
+                                   "--method mean or cascade merge any pipeline");
+    }
+  }
+  const ContainerReader& a = *in[0];
+  for (size_t k = 1; k < in.size(); ++k) {
+    const ContainerReader& b = *in[k];
+    if (b.frame_count() != a.frame_count())
+      fail(ErrorCode::Input, "merge: " + a.path() + " has " + std::to_string(a.frame_count()) + " frame(s), " +
+                                 b.path() + " has " + std::to_string(b.frame_count()));
+    for (size_t f = 0; f < a.frame_count(); ++f) {
+      if (b.record_count(f) != a.record_count(f))
+        fail(ErrorCode::Input, "merge: " + frame_label(f) + " of " + a.path() + " has " +
+                                   std::to_string(a.record_count(f)) + " tensors, of " + b.path() + " " +
+                                   std::to_string(b.record_count(f)));
+      for (size_t i = 0; i < a.record_count(f); ++i) {
+        const TensorInfo x = a.record(f, i).info, y = b.record(f, i).info;
+        const std::string where = "merge: tensor " + std::to_string(i) + " of " + frame_label(f) + ": ";
+        if (x.name != y.name)
+          fail(ErrorCode::Input, where + a.path() + " has '" + x.name + "', " + b.path() + " has '" + y.name + "'");
+        if (x.shape != y.shape)
+          fail(ErrorCode::Input, where + "'" + x.name + "' has shape " + shape_string(x.shape) + " in " + a.path() +
+                                     ", " + shape_string(y.shape) + " in " + b.path());
+        if (x.dtype != y.dtype || (x.dtype == DType::Other && x.descr != y.descr))
+          fail(ErrorCode::Input, where + "'" + x.name + "' has dtype " + dtype_name(x.dtype) + " in " + a.path() +
+                                     ", " + dtype_name(y.dtype) + " in " + b.path());
+      }
+    }
+  }
+}
+
+MergeReport merge_containers(const std::vector<const ContainerReader*>& in, const std::string& output,
+                             bool overwrite, const MergeOptions& o, const std::string& inputs_json) {
+  check_mergeable(in, o);
+  const Pipeline out_pipeline = o.method == MergeMethod::Mean ? (o.pipeline ? *o.pipeline : Pipeline::preset("lossless"))
+                                                              : Pipeline::parse("sign");
+  EncodeOptions eo;
+  eo.seed = o.seed;
+  eo.threads = std::max(1u, o.threads);
+  SequenceEncoder enc(out_pipeline, eo);
+  std::vector<std::unique_ptr<SequenceDecoder>> dec;
+  DecodeOptions dopt;
+  dopt.memory_limit = o.memory_limit;
+  for (const ContainerReader* r : in) dec.push_back(std::make_unique<SequenceDecoder>(*r, dopt));
+
+  MergeReport rep;
+  rep.frames = in[0]->frame_count();
+  rep.tensors = rep.frames ? in[0]->record_count(0) : 0;
+  rep.pipeline_text = out_pipeline.text();
+  rep.hop_bits.assign(in.size() - 1, 0);
+  ContainerWriter writer(output, overwrite, enc.header(inputs_json));
+  const unsigned threads = std::max(1u, o.threads);
+  for (size_t f = 0; f < rep.frames; ++f) {
+    // Every worker's frame f, decoded with its own pipeline and state.
+    std::vector<std::vector<Tensor>> workers(in.size());
+    for (size_t m = 0; m < in.size(); ++m) dec[m]->decode_frame(f, [&](Tensor&& t) { workers[m].push_back(std::move(t)); });
+    const size_t count = workers[0].size();
+    std::vector<Tensor> merged(count);
+    std::vector<std::vector<uint64_t>> hops(count);
+    std::vector<std::exception_ptr> errors(count);
+    auto run = [&](size_t i) {
+      try {
+        const Tensor& first = workers[0][i];
+        if (!is_float(first.dtype())) {  // pass-through record: the first input's
+          merged[i] = first;
+          return;
+        }
+        const uint64_t n = first.elements();
+        std::vector<std::vector<float>> vals(in.size(), std::vector<float>(n));
+        std::vector<std::span<const float>> spans;
+        for (size_t m = 0; m < in.size(); ++m) {
+          if (n) to_f32(workers[m][i].dtype(), workers[m][i].data.data(), n, vals[m].data());
+          spans.emplace_back(vals[m]);
+        }
+        MergedValues mv = merge_values(o.method, spans, {o.seed, static_cast<uint32_t>(f), static_cast<uint32_t>(i)}, o.eta);
+        std::vector<uint8_t> bytes(n * dtype_size(first.dtype()));
+        if (n) from_f32(mv.values.data(), n, first.dtype(), bytes.data());
+        merged[i].info = first.info;
+        merged[i].data = Buffer(std::move(bytes));
+        hops[i] = std::move(mv.hop_bits);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    };
+    for (size_t start = 0; start < count; start += threads) {
+      const size_t end = std::min(count, start + threads);
+      std::vector<std::thread> pool;
+      for (size_t i = start + 1; i < end; ++i) pool.emplace_back(run, i);
+      run(start);
+      for (auto& t : pool) t.join();
+    }
+    for (size_t i = 0; i < count; ++i) {
+      if (errors[i]) std::rethrow_exception(errors[i]);
+      for (size_t h = 0; h < hops[i].size() && h < rep.hop_bits.size(); ++h) rep.hop_bits[h] += hops[i][h];
+    }
+    workers.clear();
+    FrameSource src;
+    src.count = count;
+    src.info = [&](size_t i) { return merged[i].info; };
+    src.load = [&](size_t i) { return merged[i]; };
+    src.source = std::string("merge --method ") + merge_method_name(o.method) + ", " + frame_label(f);
+    enc.encode_frame(src, writer);
+  }
+  writer.finish();
+  rep.bytes_written = writer.bytes_written();
+  return rep;
+}
+
+}  // namespace gradcodec
