@@ -421,9 +421,9 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
     }
   } else {
     // A pool of `threads` workers takes the tensors in order (loading is serialised: format
-    // readers need not be thread-safe); at most `window` tensors are loaded and not yet written,
+    // readers need not be thread-safe); at most `threads` tensors are loaded and not yet written,
     // which bounds memory whatever the tensors' sizes.
-    const size_t window = threads + 1;
+    const size_t window = threads;
     std::vector<std::unique_ptr<Job>> slots(src.count);
     std::mutex mu, load_mu;
     std::condition_variable cv;

@@ -4,6 +4,7 @@ Each test script defines functions named test_*; run_all() calls them, prints
 'N passed, N failed' and exits non-zero on any failure.
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,4 +53,6 @@ def run_all(namespace):
             print(f"FAIL {name}")
             traceback.print_exc()
     print(f"{passed} passed, {failed} failed")
+    if not os.environ.get("GRADCODEC_KEEP_TMP"):  # set it to look at a failed test's files
+        shutil.rmtree(WORK, ignore_errors=True)
     sys.exit(1 if failed else 0)

@@ -1,0 +1,65 @@
+#!/usr/bin/python3
+"""Peak memory of `encode` on a snapshot much larger than its largest tensor (issue 10, item 5):
+the resident set must stay within 3x the largest tensor + 64 MB whatever the snapshot's size,
+with 1 and 2 threads, for a sparsifier, a quantizer and the lossless preset. The input is a
+memory-mapped safetensors file: without releasing each tensor's pages after use, the whole file
+would end up resident. Peak RSS is the child's ru_maxrss (what `/usr/bin/time -v` reports).
+Not run under the sanitizers (their shadow memory is not the tool's)."""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import clitest
+from clitest import EXE, path
+
+TENSORS, ELEMENTS = 48, 1 << 20  # 48 tensors of 4 MiB: a 192 MiB snapshot
+
+
+# High byte of each little-endian f32: keep the sign and one exponent bit, force the rest so every
+# value is finite, of magnitude 2^-15..2^-14 (gradient-like), whatever the random bytes were.
+HIGH = bytes((b & 0x80) | 0x38 | ((b >> 6) & 1) for b in range(256))
+
+
+def write_snapshot(p):
+    # No numpy here: the test process stays small, since a spawned child's peak RSS starts at
+    # its parent's size (ru_maxrss survives exec).
+    header, off = {}, 0
+    for i in range(TENSORS):
+        header[f"layer{i}.weight"] = {"dtype": "F32", "shape": [1024, 1024], "data_offsets": [off, off + 4 * ELEMENTS]}
+        off += 4 * ELEMENTS
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(p, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for _ in range(TENSORS):
+            buf = bytearray(os.urandom(4 * ELEMENTS))
+            buf[3::4] = bytes(buf[3::4]).translate(HIGH)
+            f.write(buf)
+
+
+def peak_rss_bytes(*args):
+    p = subprocess.Popen([EXE, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)
+    err = p.stderr.read().decode()
+    p.stderr.close()
+    assert os.waitstatus_to_exitcode(status) == 0, err
+    return usage.ru_maxrss * 1024  # kilobytes on Linux
+
+
+def test_peak_rss_is_bounded_by_the_largest_tensor():
+    snap = path("big.safetensors")
+    write_snapshot(snap)
+    limit = 3 * 4 * ELEMENTS + 64 * 10**6
+    for preset in ("topk-1pct", "qsgd4", "bird+", "lossless"):
+        for threads in ("1", "2"):
+            rss = peak_rss_bytes("encode", snap, "-o", path("big.gcz"), "--preset", preset, "--threads", threads,
+                                 "--force", "--quiet")
+            print(f"  {preset:10s} threads {threads}: peak RSS {rss / 1e6:.1f} MB (limit {limit / 1e6:.1f} MB, "
+                  f"input {os.path.getsize(snap) / 1e6:.0f} MB)")
+            assert rss <= limit, (preset, threads, rss, limit)
+
+
+clitest.run_all(globals())
