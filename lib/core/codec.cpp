@@ -297,7 +297,8 @@ ContainerHeader SequenceEncoder::header(const std::string& inputs_json) const {
 
 namespace {
 struct Job {
-  Tensor tensor;
+  Tensor tensor;             // its data is dropped once encoded (see release_input)
+  uint64_t input_bytes = 0;  // the tensor's bytes as stored
   Streams streams;
   Storage storage = Storage::Pipeline;
   uint64_t kept = 0;
@@ -399,13 +400,19 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
     TensorOutcome o;
     o.info = job.tensor.info;
     o.storage = job.storage;
-    o.input_bytes = job.tensor.data.size();
+    o.input_bytes = job.input_bytes;
     o.record_bytes = w.bytes_written() - before;
     for (const auto& s : job.streams.all()) o.streams.emplace_back(s.name, s.bytes.size());
     o.kept = job.kept;
     o.times = job.times;
     o.stats = std::move(job.stats);
     outcomes.push_back(std::move(o));
+  };
+  // Once its record is made, a tensor's bytes are not needed: dropping them before the record is
+  // written lets a memory-mapped input's pages go (InputFile::slice) while earlier records wait.
+  auto release_input = [](Job& job) {
+    job.input_bytes = job.tensor.data.size();
+    job.tensor.data = Buffer();
   };
   auto load = [&](Job& job, size_t i) {
     job.tensor = src.load(i);
@@ -417,26 +424,43 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       Job job;
       load(job, i);
       run(job, static_cast<uint32_t>(i));
+      release_input(job);
       commit(job);
     }
   } else {
     // A pool of `threads` workers takes the tensors in order (loading is serialised: format
-    // readers need not be thread-safe); at most `threads` tensors are loaded and not yet written,
-    // which bounds memory whatever the tensors' sizes.
-    const size_t window = threads;
+    // readers need not be thread-safe). Memory stays bounded whatever the tensors' sizes: the
+    // tensors loaded and not yet written hold at most (threads + ½) × the largest tensor's bytes
+    // (the next tensor to write is always admitted), and at most 4 × threads of them at a time.
+    // A byte budget rather than a count keeps small tensors (biases) from stalling the pool,
+    // and no more big tensors are in flight than there are threads.
+    std::vector<uint64_t> bytes_of(src.count, 0);
+    uint64_t largest = 0;
+    for (size_t i = 0; i < src.count; ++i) {
+      const TensorInfo info = src.info(i);
+      if (is_float(info.dtype)) bytes_of[i] = info.elements() * dtype_size(info.dtype);
+      largest = std::max(largest, bytes_of[i]);
+    }
+    const uint64_t budget = threads * largest + largest / 2;
+    const size_t most = 4 * static_cast<size_t>(threads);
     std::vector<std::unique_ptr<Job>> slots(src.count);
     std::mutex mu, load_mu;
     std::condition_variable cv;
     size_t next = 0, written = 0;
+    uint64_t in_flight = 0;  // bytes of the tensors taken and not yet written
     bool stop = false;
+    auto admit = [&] {
+      return next == written || (next < written + most && in_flight + bytes_of[next] <= budget);
+    };
     auto worker = [&] {
       for (;;) {
         size_t i;
         {
           std::unique_lock<std::mutex> lk(mu);
-          cv.wait(lk, [&] { return stop || next >= src.count || next < written + window; });
+          cv.wait(lk, [&] { return stop || next >= src.count || admit(); });
           if (stop || next >= src.count) return;
           i = next++;
+          in_flight += bytes_of[i];
         }
         auto job = std::make_unique<Job>();
         try {
@@ -445,7 +469,10 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
         } catch (...) {
           job->error = std::current_exception();
         }
-        if (!job->error) run(*job, static_cast<uint32_t>(i));
+        if (!job->error) {
+          run(*job, static_cast<uint32_t>(i));
+          release_input(*job);
+        }
         {
           std::lock_guard<std::mutex> lk(mu);
           if (job->error) stop = true;
@@ -472,6 +499,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       job.reset();  // the tensor and its streams are freed before the next is admitted
       {
         std::lock_guard<std::mutex> lk(mu);
+        in_flight -= bytes_of[i];
         ++written;
         if (failure) stop = true;
       }

@@ -14,6 +14,7 @@ class Zstd final : public Lossless {
     size_t n = ZSTD_compress(out.data(), out.size(), in.data(), in.size(), level_);
     if (ZSTD_isError(n)) fail(ErrorCode::Internal, std::string("zstd: ") + ZSTD_getErrorName(n));
     out.resize(n);
+    out.shrink_to_fit();  // the bound's spare capacity would stay allocated with the record
     return out;
   }
   std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const override {
