@@ -181,6 +181,10 @@ def main():
     L.append(f"- Command: `/usr/bin/python3 bench/run_performance.py{' --quick' if a.quick else ''}` (Release build, "
              f"Google Benchmark medians of {reps} repetitions; `gradcodec bench` medians of {repeat} runs).")
     L.append("- MB = 10⁶ bytes of f32 input; GB/s = 10⁹ bytes of input per second; one core unless a thread count is given.\n")
+    notes = os.path.join(ROOT, "bench", "performance_notes.md")
+    if os.path.exists(notes):  # the hand-written reading of the results (update it after a run)
+        with open(notes) as f:
+            L.append(f.read())
     L.append("## Streaming baselines (same run)\n")
     L.append("| d (f32 elements) | sum of \\|x\\| (one read pass) MB/s | memcpy MB/s |")
     L.append("| ---: | ---: | ---: |")
