@@ -322,6 +322,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   plan_ctx.seed = im.opt.seed;
   plan_ctx.frame = frame;
   plan_ctx.keyframe = keyframe;
+  plan_ctx.threads = threads;
   FrameView view;
   view.count = src.count;
   view.info = src.info;

@@ -3,7 +3,10 @@
 #include "sparsify/bird_sample.hpp"
 #include "sparsify/bird_split.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <exception>
+#include <thread>
 #include <cstring>
 #include <map>
 #include <unordered_map>
@@ -40,24 +43,52 @@ class Bird final : public Reducer {
       if (attach[i] >= 0) dependents[static_cast<size_t>(attach[i])].push_back(static_cast<uint32_t>(i));
     if (dependents.empty()) return nullptr;
     auto plan = std::make_shared<BirdPlan>();
-    for (const auto& [w, vectors] : dependents) {
-      const Tensor t = frame.load(w);
-      const BirdSplit s = bird_split(t.shape());
-      check_block(s, ErrorCode::Usage);
-      StageContext c = ctx;
-      c.tensor = static_cast<uint32_t>(w);
-      c.info = &t.info;
-      BirdPlan::Weight& wt = plan->weights[static_cast<uint32_t>(w)];
-      wt.elements = t.elements();
-      std::vector<float> l1, linf;
-      bird_norms(t, s.block, l1, linf);  // no copy of the tensor
-      wt.sel = bird_sample(l1, linf, s.block, rule_, c);
-      std::vector<uint8_t> bitmap(bitmap_bytes(s.channels), 0);
-      for (uint64_t b : wt.sel.blocks) {
-        const uint64_t o = s.channel_of(b);
-        bitmap[o >> 3] |= static_cast<uint8_t>(0x80u >> (o & 7));
+    // The weights' norms and sampling, `ctx.threads` weights at a time: loaded one by one (format
+    // readers are not thread-safe), sampled in parallel (each from its own generator: the same
+    // selection for any thread count), merged into the plan in frame order.
+    std::vector<std::pair<size_t, const std::vector<uint32_t>*>> todo;
+    for (const auto& [w, vectors] : dependents) todo.emplace_back(w, &vectors);
+    const size_t batch = std::max<size_t>(1, ctx.threads);
+    for (size_t start = 0; start < todo.size(); start += batch) {
+      const size_t end = std::min(todo.size(), start + batch);
+      std::vector<Tensor> tensors;
+      for (size_t k = start; k < end; ++k) {
+        tensors.push_back(frame.load(todo[k].first));
+        check_block(bird_split(tensors.back().shape()), ErrorCode::Usage);
       }
-      for (uint32_t vec : vectors) plan->bitmaps[vec] = bitmap;
+      std::vector<BirdPlan::Weight> done(end - start);
+      std::vector<std::exception_ptr> errors(end - start);
+      auto sample = [&](size_t j) {
+        try {
+          const Tensor& t = tensors[j];
+          const BirdSplit s = bird_split(t.shape());
+          StageContext c = ctx;
+          c.tensor = static_cast<uint32_t>(todo[start + j].first);
+          c.info = &t.info;
+          done[j].elements = t.elements();
+          std::vector<float> l1, linf;
+          bird_norms(t, s.block, l1, linf);  // no copy of the tensor
+          done[j].sel = bird_sample(l1, linf, s.block, rule_, c);
+        } catch (...) {
+          errors[j] = std::current_exception();
+        }
+      };
+      std::vector<std::thread> pool;
+      for (size_t j = 1; j < done.size(); ++j) pool.emplace_back(sample, j);
+      sample(0);
+      for (auto& th : pool) th.join();
+      for (size_t j = 0; j < done.size(); ++j) {
+        if (errors[j]) std::rethrow_exception(errors[j]);
+        const BirdSplit s = bird_split(tensors[j].shape());
+        const auto& [w, vectors] = todo[start + j];
+        std::vector<uint8_t> bitmap(bitmap_bytes(s.channels), 0);
+        for (uint64_t b : done[j].sel.blocks) {
+          const uint64_t o = s.channel_of(b);
+          bitmap[o >> 3] |= static_cast<uint8_t>(0x80u >> (o & 7));
+        }
+        for (uint32_t vec : *vectors) plan->bitmaps[vec] = bitmap;
+        plan->weights[static_cast<uint32_t>(w)] = std::move(done[j]);
+      }
     }
     return plan;
   }

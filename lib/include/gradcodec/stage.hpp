@@ -129,6 +129,9 @@ struct StageContext {
   uint32_t stage_pos = 0;  // position of the stage in its pipeline
   // This stage's snapshot-wide plan for the current frame (Reducer::plan_frame), or null.
   const StageState* frame_plan = nullptr;
+  // Threads a Reducer::plan_frame may use (the encoder's --threads); its result must not depend
+  // on this number.
+  unsigned threads = 1;
 
   // A generator unique to (seed, frame, tensor, purpose, stage position).
   Rng rng(RngPurpose p) const noexcept {
