@@ -178,7 +178,8 @@ def main():
     L.append("Written by `bench/run_performance.py` (do not edit by hand; rerun it). Every figure below comes from ")
     L.append("one run of that script on one machine, so figures are compared as ratios within the run.\n")
     L.append(f"- Machine: {machine()}; run {started}; load average {load_start:.2f} at the start, {load_end:.2f} at the end.")
-    L.append(f"- Command: `/usr/bin/python3 bench/run_performance.py{' --quick' if a.quick else ''}` (Release build, "
+    argv = " ".join(sys.argv[1:])
+    L.append(f"- Command: `/usr/bin/python3 bench/run_performance.py{' ' + argv if argv else ''}` (Release build, "
              f"Google Benchmark medians of {reps} repetitions; `gradcodec bench` medians of {repeat} runs).")
     L.append("- MB = 10⁶ bytes of f32 input; GB/s = 10⁹ bytes of input per second; one core unless a thread count is given.\n")
     notes = os.path.join(ROOT, "bench", "performance_notes.md")
