@@ -1,4 +1,5 @@
 #include "sparsify/tcs.hpp"
+#include "sparsify/radix.hpp"
 
 #include "index/gaps.hpp"
 #include "index/tcspos.hpp"
@@ -131,19 +132,11 @@ std::vector<uint64_t> global_mask(const Previous* prev, uint64_t n, uint64_t k) 
   return out;
 }
 
-// Radix digits of a 31-bit key, most significant first (as topk's select).
-constexpr unsigned kShift[3] = {20, 10, 0};
-constexpr uint32_t kBins[3] = {2048, 1024, 1024};
-inline uint32_t digit(uint32_t key, int level) { return (key >> kShift[level]) & (kBins[level] - 1); }
-using Hist = std::array<uint64_t, 2048>;
-
-uint32_t pick_bin(const Hist& h, uint32_t bins, uint64_t& r) {
-  for (uint32_t b = bins; b-- > 0;) {
-    if (h[b] >= r) return b;
-    r -= h[b];
-  }
-  fail(ErrorCode::Internal, "tcs: rank beyond the histogram");
-}
+using radix::digit;
+using radix::Hist;
+using radix::kBins;
+using radix::kShift;
+uint32_t pick_bin(const Hist& h, uint32_t bins, uint64_t& r) { return radix::pick_bin(h, bins, r, "tcs"); }
 
 // The ranking keys of one tensor for a snapshot-wide selection, in position order. Dense: one
 // key per position, 0 = not selectable. Sparse: the keys of the listed entries (all > 1); every

@@ -1,4 +1,5 @@
 #include "sparsify/topk.hpp"
+#include "sparsify/radix.hpp"
 
 #include <algorithm>
 #include <array>
@@ -28,21 +29,11 @@ KeepCount KeepCount::from(const Params& p, const char* stage) {
 
 namespace {
 
-// Radix digits of a 31-bit key, most significant first.
-constexpr unsigned kShift[3] = {20, 10, 0};
-constexpr uint32_t kBins[3] = {2048, 1024, 1024};
-inline uint32_t digit(uint32_t key, int level) { return (key >> kShift[level]) & (kBins[level] - 1); }
-
-using Hist = std::array<uint64_t, 2048>;
-
-// The bin holding the r-th largest key (r ≥ 1) of a histogram; r becomes the rank inside it.
-uint32_t pick_bin(const Hist& h, uint32_t bins, uint64_t& r) {
-  for (uint32_t b = bins; b-- > 0;) {
-    if (h[b] >= r) return b;
-    r -= h[b];
-  }
-  fail(ErrorCode::Internal, "topk: rank beyond the histogram");
-}
+using radix::digit;
+using radix::Hist;
+using radix::kBins;
+using radix::kShift;
+uint32_t pick_bin(const Hist& h, uint32_t bins, uint64_t& r) { return radix::pick_bin(h, bins, r, "topk"); }
 
 // Finishes a radix select from `level` on keys that all share `key`'s digits above it.
 TopkCut refine(std::vector<uint32_t>& keys, uint64_t r, int level, uint32_t key) {
