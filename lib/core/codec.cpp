@@ -1,6 +1,8 @@
 // Running pipelines over tensors, frames and sequences (see codec.hpp).
 #include <gradcodec/codec.hpp>
 
+#include "core/pages.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -195,7 +197,8 @@ Tensor PipelineStages::decode(const TensorInfo& info, Streams streams, bool loss
       static_cast<IndexCoder*>(stages_[indexer_].get())->decode(p, streams, ctx_for(indexer_));
   }
   if (kept) *kept = p.value_count();
-  static_cast<Quantizer*>(stages_[quantizer_].get())->decode(p, streams, ctx_for(quantizer_));
+  if (!red && !bit_exact_) reserve_fresh(p.values, n);  // dense values: all n into fresh memory
+  static_cast<Quantizer*>(stages_[quantizer_].get())->decode_owned(p, streams, ctx_for(quantizer_));
   if (red) red->decode(p, streams, ctx_for(reducer_));
 
   Tensor out;

@@ -1,6 +1,8 @@
 #include <gradcodec/half.hpp>
 #include <gradcodec/stage.hpp>
 
+#include "core/pages.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -133,12 +135,12 @@ void scatter_to_dense(Payload& p) {
     prev = pos;
   }
   if (exact) {
-    std::vector<uint8_t> dense(p.n * es, 0);
+    auto dense = zeroed_fresh<uint8_t>(p.n * es);
     for (size_t k = 0; k < p.index.size(); ++k)
       std::memcpy(dense.data() + p.index[k] * block * es, p.exact_bytes.data() + k * block * es, block * es);
     p.exact_bytes = std::move(dense);
   } else {
-    std::vector<float> dense(p.n, 0.0f);
+    auto dense = zeroed_fresh<float>(p.n);
     for (size_t k = 0; k < p.index.size(); ++k)
       std::memcpy(dense.data() + p.index[k] * block, p.values.data() + k * block, block * 4);
     p.values = std::move(dense);

@@ -1,5 +1,7 @@
 #include "lossless/zstd.hpp"
 
+#include "core/pages.hpp"
+
 #include <zstd.h>
 
 namespace gradcodec::stages {
@@ -24,7 +26,7 @@ class Zstd final : public Lossless {
     if (size > max_out)
       fail(ErrorCode::Corrupt, "zstd: frame claims " + std::to_string(size) +
                                    " bytes, more than the tensor allows (" + std::to_string(max_out) + ")");
-    std::vector<uint8_t> out(size);
+    auto out = zeroed_fresh<uint8_t>(size);
     size_t n = ZSTD_decompress(out.data(), out.size(), in.data(), in.size());
     if (ZSTD_isError(n) || n != size) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
     return out;

@@ -35,12 +35,8 @@ class Raw final : public Quantizer {
     auto bytes = in.get(kValueStream);
     const uint64_t count = p.value_count();
     if (p.exact) {
-      const size_t es = dtype_size(p.info->dtype);
-      if (bytes.size() != count * es)
-        fail(ErrorCode::Corrupt, "raw: value stream holds " + std::to_string(bytes.size()) +
-                                     " bytes, expected " + std::to_string(count * es));
+      expect_exact(p, bytes.size());
       p.exact_bytes.assign(bytes.begin(), bytes.end());
-      p.exact_dtype = p.info->dtype;
       return;
     }
     if (bytes.size() != count * 4)
@@ -48,6 +44,24 @@ class Raw final : public Quantizer {
                                    " bytes, expected " + std::to_string(count * 4));
     p.values.resize(count);
     if (count) std::memcpy(p.values.data(), bytes.data(), bytes.size());
+  }
+
+  void decode_owned(Payload& p, Streams& in, const StageContext& ctx) override {
+    Stream* s = in.find(kValueStream);
+    if (!p.exact || !s) return decode(p, in, ctx);
+    expect_exact(p, s->bytes.size());
+    p.exact_bytes = std::move(s->bytes);  // the source's own bytes: no copy
+    s->bytes.clear();
+  }
+
+ private:
+  // The exact value stream holds the source dtype's bytes of every coded value; sets exact_dtype.
+  static void expect_exact(Payload& p, size_t size) {
+    const size_t es = dtype_size(p.info->dtype);
+    if (size != p.value_count() * es)
+      fail(ErrorCode::Corrupt, "raw: value stream holds " + std::to_string(size) + " bytes, expected " +
+                                   std::to_string(p.value_count() * es));
+    p.exact_dtype = p.info->dtype;
   }
 };
 

@@ -2,6 +2,9 @@
 
 #include "sparsify/topk.hpp"
 
+#include "core/pages.hpp"
+
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -97,7 +100,7 @@ class Randk final : public Reducer {
     // padding of the last block. Values are f32 whenever block > 1 (values_exact() is false).
     if (!p.exact_bytes.empty()) fail(ErrorCode::Internal, "randk: exact bytes with block > 1");
     if (p.values.size() != p.index.size() * block_) fail(ErrorCode::Corrupt, "randk: value count does not match the index");
-    std::vector<float> dense(p.n, 0.0f);
+    auto dense = zeroed_fresh<float>(p.n);
     for (size_t j = 0; j < p.index.size(); ++j) {
       const uint64_t pos = p.index[j];
       if (pos >= p.universe) fail(ErrorCode::Corrupt, "randk: block " + std::to_string(pos) + " outside the tensor");

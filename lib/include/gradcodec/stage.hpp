@@ -245,6 +245,9 @@ class Quantizer : public Stage {
   virtual void encode(Payload& p, Streams& out, const StageContext& ctx) = 0;
   // Decodes p.value_count() values into p.values (or p.exact_bytes for exact codecs).
   virtual void decode(Payload& p, const Streams& in, const StageContext& ctx) = 0;
+  // decode() for a caller that is done with its own streams: a codec that stores the values
+  // verbatim may move the stream's bytes out instead of copying them (`raw`). Same result.
+  virtual void decode_owned(Payload& p, Streams& in, const StageContext& ctx) { decode(p, in, ctx); }
   // True when encode() reorders p.index into value order (curvefit): the pipeline then needs a
   // sparsifier with coded positions and an index coder that keeps_order().
   virtual bool reorders_index() const noexcept { return false; }
