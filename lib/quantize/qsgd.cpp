@@ -2,6 +2,7 @@
 
 #include "quantize/codes.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 
@@ -63,6 +64,9 @@ class Qsgd final : public Quantizer {
                                    " bytes cannot hold " + std::to_string(count) + " codes");
     p.values.resize(count);
     float* out = p.values.data();
+    const unsigned w = 1 + level_bits_;
+    if (!elias_ && s_ + 1 == uint64_t{1} << level_bits_ && 8 % w == 0 && (nb == 1 || size * w % 8 == 0))
+      return decode_by_table(bytes.data(), count, size, norms, out);
     if (!elias_) {
       const uint64_t level_mask = (uint64_t{1} << level_bits_) - 1;
       uint64_t b = 0, next = 0;  // current bucket, first value of the next one
@@ -100,6 +104,34 @@ class Qsgd final : public Quantizer {
     const unsigned width = static_cast<unsigned>(std::bit_width(x));  // ⌊log2 x⌋ + 1
     bits.put(x, 2 * width - 1);  // width − 1 leading zeros, then x
     if (l > 0) bits.put(positive ? 1 : 0, 1);
+  }
+
+  // The fixed-width codes when every code is a valid level (levels = 2^k − 1), the width divides
+  // a byte and every bucket starts on a byte: the 2^w values of a bucket are tabulated once and
+  // each byte expands to 8/w values. The same products as the general loop, so the same floats.
+  void decode_by_table(const uint8_t* in, uint64_t count, uint64_t size, const std::vector<float>& norms,
+                       float* out) const {
+    const unsigned w = 1 + level_bits_, per = 8 / w;
+    const uint64_t level_mask = (uint64_t{1} << level_bits_) - 1, code_mask = (uint64_t{1} << w) - 1;
+    float table[256];
+    for (uint64_t b = 0, lo = 0; lo < count; ++b, lo += size) {
+      const double step = static_cast<double>(norms[b]) / s_;
+      for (uint64_t code = 0; code <= code_mask; ++code) {
+        const double sign = static_cast<double>(code >> level_bits_) * 2.0 - 1.0;
+        table[code] = static_cast<float>(step * static_cast<double>(code & level_mask) * sign);
+      }
+      const uint64_t len = std::min(count - lo, size);
+      const uint8_t* src = in + lo * w / 8;
+      float* dst = out + lo;
+      uint64_t i = 0;
+      if (w == 4) {
+        for (; i + 2 <= len; i += 2, ++src) dst[i] = table[*src >> 4], dst[i + 1] = table[*src & 15];
+      } else {
+        for (; i + per <= len; i += per, ++src)
+          for (unsigned k = 0; k < per; ++k) dst[i + k] = table[(*src >> (8 - w * (k + 1))) & code_mask];
+      }
+      for (unsigned k = 0; i < len; ++i, ++k) dst[i] = table[(*src >> (8 - w * (k + 1))) & code_mask];
+    }
   }
 
   [[noreturn]] void bad_level(uint64_t l) const {

@@ -169,3 +169,37 @@ TEST_CASE("qsgd refuses corrupt streams", "[quantize][qsgd]") {
     CHECK_THROWS_AS(decode_with(*q, s, huge, false, {}, 1, false, 1), Error);
   }
 }
+
+TEST_CASE("qsgd's fixed-width decode is the formula step·l·sign for every code, every width and tail",
+          "[quantize][qsgd]") {
+  // Widths 2, 4, 8 with levels = 2^k − 1 and byte-aligned buckets take decode's table path; the
+  // others (width 3 or 5, levels 5, odd buckets, a bucket of 0 with an odd count) the general
+  // loop. Both must give, bit for bit, float(‖bucket‖/s · l · ±1) read from the packed codes.
+  for (uint32_t s : {1u, 3u, 5u, 7u, 15u, 127u})
+    for (uint64_t bucket : {uint64_t{0}, uint64_t{2}, uint64_t{5}, uint64_t{6}, uint64_t{512}})
+      for (uint64_t n : {uint64_t{1}, uint64_t{7}, uint64_t{1001}}) {
+        const std::string text = "qsgd(levels=" + std::to_string(s) + ", bucket=" + std::to_string(bucket) + ")";
+        INFO(text << " n=" << n);
+        const std::vector<float> g = gaussian(n, 5 + n);
+        Tensor t = make_tensor("w", {n}, g);
+        Coded c = code_dense(text, t, 3);
+        const unsigned level_bits = static_cast<unsigned>(std::bit_width(uint64_t{s}));
+        const unsigned w = 1 + level_bits;
+        const std::vector<uint8_t>& codes = c.streams.find("value")->bytes;
+        REQUIRE(codes.size() == (n * w + 7) / 8);
+        const std::vector<float> norms = bucket_norms(g, bucket);
+        const uint64_t size = bucket == 0 ? n : bucket;
+        REQUIRE(c.decoded.size() == n);
+        for (uint64_t i = 0; i < n; ++i) {
+          uint64_t code = 0;
+          for (unsigned k = 0; k < w; ++k) {
+            const uint64_t bit = i * w + k;
+            code = code << 1 | ((codes[bit / 8] >> (7 - bit % 8)) & 1u);
+          }
+          const uint64_t l = code & ((uint64_t{1} << level_bits) - 1);
+          const double sign = (code >> level_bits) ? 1.0 : -1.0;
+          const float want = static_cast<float>(static_cast<double>(norms[i / size]) / s * static_cast<double>(l) * sign);
+          REQUIRE(std::bit_cast<uint32_t>(c.decoded[i]) == std::bit_cast<uint32_t>(want));
+        }
+      }
+}
