@@ -3,8 +3,13 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <numeric>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace gradcodec::stages {
 
@@ -66,19 +71,67 @@ void for_each_key(const Tensor& t, F&& f) {
   }
 }
 
+// Calls f(i, key) for every element whose key is ≥ min_key, in position order. With SSE2, 16
+// keys are compared at a time and only the elements that pass are looked at one by one: a top-1%
+// cut passes about one element in a hundred.
+template <class F>
+void for_each_at_least(std::span<const float> v, uint32_t min_key, F&& f) {
+  size_t i = 0;
+  const size_t n = v.size();
+#if defined(__SSE2__)
+  const __m128i abs_mask = _mm_set1_epi32(0x7fffffff), inf = _mm_set1_epi32(0x7f800000), one = _mm_set1_epi32(1);
+  const __m128i below = _mm_set1_epi32(static_cast<int32_t>(min_key) - 1);  // keys < 2^31: signed compares
+  auto passing = [&](const float* x) {  // magnitude_key of four values, compared with min_key
+    const __m128i a = _mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x)), abs_mask);
+    const __m128i key = _mm_andnot_si128(_mm_cmpgt_epi32(a, inf), _mm_add_epi32(a, one));  // NaN → 0
+    return static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(key, below))));
+  };
+  for (; i + 16 <= n; i += 16) {
+    const float* x = v.data() + i;
+    unsigned m = passing(x) | passing(x + 4) << 4 | passing(x + 8) << 8 | passing(x + 12) << 12;
+    for (; m; m &= m - 1) {
+      const unsigned j = static_cast<unsigned>(std::countr_zero(m));
+      f(i + j, magnitude_key(x[j]));
+    }
+  }
+#endif
+  for (; i < n; ++i)
+    if (const uint32_t key = magnitude_key(v[i]); key >= min_key) f(i, key);
+}
+
+// Histogram of the first digit. Gradients put most values in a few bins (a few exponents), so
+// four interleaved histograms keep consecutive increments of one bin from waiting on each other.
+void first_digit_hist(std::span<const float> v, Hist& h) {
+  const size_t n = v.size();
+  if (n < 4096) {
+    for (float x : v) ++h[digit(magnitude_key(x), 0)];
+    return;
+  }
+  std::array<Hist, 3> more{};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    ++h[digit(magnitude_key(v[i]), 0)];
+    ++more[0][digit(magnitude_key(v[i + 1]), 0)];
+    ++more[1][digit(magnitude_key(v[i + 2]), 0)];
+    ++more[2][digit(magnitude_key(v[i + 3]), 0)];
+  }
+  for (; i < n; ++i) ++h[digit(magnitude_key(v[i]), 0)];
+  for (const Hist& m : more)
+    for (uint32_t b = 0; b < kBins[0]; ++b) h[b] += m[b];
+}
+
 // Keeps every key > cut.key and the first cut.ties keys == cut.key; ascending positions.
 std::vector<uint64_t> apply_cut(std::span<const float> v, TopkCut cut, uint64_t reserve) {
   std::vector<uint64_t> idx;
   idx.reserve(reserve);
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint32_t key = magnitude_key(v[i]);
+  for_each_at_least(v, cut.key, [&](size_t i, uint32_t key) {
     if (key > cut.key) {
       idx.push_back(i);
-    } else if (key == cut.key && cut.ties > 0) {
+    } else if (cut.ties > 0) {  // key == cut.key
       idx.push_back(i);
       --cut.ties;
     }
-  }
+  });
   return idx;
 }
 
@@ -203,15 +256,14 @@ std::vector<uint64_t> topk_select(std::span<const float> v, uint64_t k) {
   }
   // First digit straight from the values; only the elements of the chosen bin are copied.
   Hist h{};
-  for (float x : v) ++h[digit(magnitude_key(x), 0)];
+  first_digit_hist(v, h);
   uint64_t r = k;
   const uint32_t b0 = pick_bin(h, kBins[0], r);
   std::vector<uint32_t> cand;
   cand.reserve(h[b0]);
-  for (float x : v) {
-    const uint32_t key = magnitude_key(x);
-    if (digit(key, 0) == b0) cand.push_back(key);
-  }
+  for_each_at_least(v, b0 << kShift[0], [&](size_t, uint32_t key) {
+    if (digit(key, 0) == b0) cand.push_back(key);  // keys above the bin pass too: k − r of them
+  });
   return apply_cut(v, refine(cand, r, 1, b0 << kShift[0]), k);
 }
 
