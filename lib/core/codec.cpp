@@ -46,6 +46,8 @@ PipelineStages::PipelineStages(const Pipeline& p) : pipeline_(p) {
   exact_values_ = transforms_.empty() &&
                   (reducer_ < 0 || static_cast<Reducer*>(stages_[reducer_].get())->values_exact());
   bit_exact_ = transforms_.empty() && reducer_ < 0 && p.stages()[quantizer_].name == "raw";
+  screens_nonfinite_ = transforms_.empty() && !stateful_ && reducer_ >= 0 &&
+                       static_cast<Reducer*>(stages_[reducer_].get())->screens_nonfinite();
   // A control reducer (accordion): one variant per alternative, the alternative's reducer written
   // in place of it (same positions, so the variants share the state slots).
   if (reducer_ >= 0) {
@@ -145,6 +147,11 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
     if (selects) dense = p.values;
     red->encode(p, out.streams, ctx_for(reducer_));
     out.variant = p.alternative;
+    if (screens_nonfinite_ && p.nonfinite) {  // the codec refuses the tensor or stores it raw
+      out.nonfinite = p.nonfinite;
+      out.streams = {};
+      return out;
+    }
   }
   p.exact = exact_values_;
   if (selects && p.sparse && !p.index_implicit) {
@@ -346,11 +353,17 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       }
       auto& st = im.states.at(t.name());  // created before the workers start
       if (keyframe) st.dec.clear();
-      const uint64_t nonfinite = im.stages.lossless() ? 0 : count_nonfinite(t);
-      if (nonfinite && im.opt.nonfinite == NonFinite::Refuse)
-        fail(ErrorCode::Input, src.source + ": tensor '" + t.name() + "' has " + std::to_string(nonfinite) +
-                                   " non-finite value(s) (NaN/Inf) and the pipeline is lossy; --nonfinite=raw "
-                                   "stores such tensors raw");
+      // A lossy pipeline's tensor with NaN/Inf is refused or stored raw. Counted here, or by the
+      // pipeline's first stage as it reads an f32 tensor (PipelineStages::screens_nonfinite).
+      const bool screened = im.stages.screens_nonfinite() && t.dtype() == DType::F32;
+      uint64_t nonfinite = im.stages.lossless() || screened ? 0 : count_nonfinite(t);
+      auto refuse_nonfinite = [&] {
+        if (nonfinite && im.opt.nonfinite == NonFinite::Refuse)
+          fail(ErrorCode::Input, src.source + ": tensor '" + t.name() + "' has " + std::to_string(nonfinite) +
+                                     " non-finite value(s) (NaN/Inf) and the pipeline is lossy; --nonfinite=raw "
+                                     "stores such tensors raw");
+      };
+      refuse_nonfinite();
       StageContext ctx;
       ctx.seed = im.opt.seed;
       ctx.frame = frame;
@@ -363,6 +376,8 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
         enc = im.stages.encode(t, ctx, st, im.opt.time_stages);
         job.times = enc.times;
         job.kept = enc.kept;
+        if (screened) nonfinite = enc.nonfinite;
+        refuse_nonfinite();
       }
       if (nonfinite || enc.streams.total_bytes() >= t.data.size()) {
         job.kept = t.elements();  // every value sent, exactly

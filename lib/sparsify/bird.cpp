@@ -19,6 +19,7 @@ namespace {
 struct BirdPlan final : StageState {
   struct Weight {
     uint64_t elements = 0;  // the tensor the selection was made on (a consistency check)
+    uint64_t nonfinite = 0;  // its NaN/Inf count (screen_nonfinite), f32 tensors
     BirdSelection sel;
   };
   std::unordered_map<uint32_t, Weight> weights;               // by tensor index
@@ -27,6 +28,21 @@ struct BirdPlan final : StageState {
 
 uint64_t bitmap_bytes(uint64_t n) noexcept { return n / 8 + (n % 8 != 0); }
 
+// The NaN/Inf count of an f32 tensor of n elements whose blocks' L1 norms (f32 sums) are `l1`.
+// Such a sum is finite unless one of its elements is NaN/Inf or the sum overflowed, so the
+// elements are only counted (by `count`) when a norm is not finite or some elements lie outside
+// the blocks; a clean tensor costs one pass over its B norms, not over its n elements.
+template <class Count>
+uint64_t screen_nonfinite(std::span<const float> l1, uint64_t m, uint64_t n, Count&& count) {
+  uint32_t bad = l1.size() * m != n;
+  for (float x : l1) {
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    bad |= (b & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad ? count() : 0;
+}
+
 class Bird final : public Reducer {
  public:
   Bird(BirdRule rule, bool attach, const char* name) : rule_(rule), attach_(attach), name_(name) {}
@@ -34,6 +50,7 @@ class Bird final : public Reducer {
   bool stochastic() const noexcept override { return true; }
   bool values_exact() const noexcept override { return false; }
   bool reads_f32_view() const noexcept override { return true; }
+  bool screens_nonfinite() const noexcept override { return true; }
 
   std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const override {
     if (!attach_ || frame.count == 0) return nullptr;
@@ -68,6 +85,8 @@ class Bird final : public Reducer {
           done[j].elements = t.elements();
           std::vector<float> l1, linf;
           bird_norms(t, s.block, l1, linf);  // no copy of the tensor
+          if (t.dtype() == DType::F32)
+            done[j].nonfinite = screen_nonfinite(l1, s.block, t.elements(), [&] { return count_nonfinite(t); });
           done[j].sel = bird_sample(l1, linf, s.block, rule_, c);
         } catch (...) {
           errors[j] = std::current_exception();
@@ -102,14 +121,22 @@ class Bird final : public Reducer {
     // The plan's selection was made on the input tensor: usable while no transform changed it.
     const BirdSelection* sel = nullptr;
     BirdSelection own;
+    const bool f32 = p.source && p.source->dtype() == DType::F32;
     if (plan && p.exact) {
       auto it = plan->weights.find(ctx.tensor);
-      if (it != plan->weights.end() && it->second.elements == p.n) sel = &it->second.sel;
+      if (it != plan->weights.end() && it->second.elements == p.n) {
+        sel = &it->second.sel;
+        if (f32) p.nonfinite = it->second.nonfinite;
+      }
     }
-    if (!sel) {
-      own = bird_select(v, s.blocks, s.block, rule_, ctx);
+    if (!sel) {  // bird_select, with the norms screened on the way
+      std::vector<float> l1, linf;
+      if (s.blocks > 0 && v.size() / s.block >= s.blocks) bird_norms(v.first(s.blocks * s.block), s.block, l1, linf);
+      if (f32) p.nonfinite = screen_nonfinite(l1, s.block, p.n, [&] { return count_nonfinite(*p.source); });
+      own = bird_sample(l1, linf, s.block, rule_, ctx);
       sel = &own;
     }
+    if (p.nonfinite) return;  // the codec refuses the tensor or stores it raw
     const uint64_t m = s.block;
     const float pos = sel->scale, neg = -sel->scale;
     std::vector<float> kept(sel->blocks.size() * m);
@@ -155,6 +182,7 @@ class Bird final : public Reducer {
 
   void encode_vector(Payload& p, Streams& out, const StageContext& ctx, const BirdPlan* plan) const {
     const uint64_t n = p.n, nb = bitmap_bytes(n);
+    if (p.source && p.source->dtype() == DType::F32 && (p.nonfinite = count_nonfinite(*p.source))) return;
     const std::vector<float>& v = p.dense_f32();
     Stream& side = out.add(kSideStream, 1);
     const std::vector<uint8_t>* attached = nullptr;

@@ -188,6 +188,51 @@ def test_nonfinite_lossy_refuses_or_stores_raw():
         assert same_bits(z["bad"], g) and same_bits(z["clean"], clean)
 
 
+def test_nonfinite_screened_by_bird_counts_exactly():
+    # bird/bird+ count an f32 tensor's NaN/Inf while computing their block norms (the codec then
+    # skips its own pass): through the frame plan (a weight with a bias), the stage's own
+    # selection (no bias), the 1-D path, and the codec's count for a non-f32 tensor. Each is
+    # refused with its exact count, or stored raw bit for bit with --nonfinite=raw.
+    def with_bad(shape, dtype, where):
+        a = rng.standard_normal(shape).astype(dtype)
+        a.reshape(-1)[where] = [(np.nan, np.inf, -np.inf)[i % 3] for i in range(len(where))]
+        return a
+    cases = {
+        "planned": {"l.weight": with_bad((16, 8, 3, 3), np.float32, [0, 500, 1151]),
+                    "l.bias": rng.standard_normal(16).astype(np.float32)},
+        "own": {"m.weight": with_bad((64, 32), np.float32, [7, 8, 9, 2047])},
+        "vector": {"v": with_bad((100,), np.float32, [99])},
+        "f64": {"d.weight": with_bad((8, 9), np.float64, [1, 2])},
+        "bias": {"b.weight": rng.standard_normal((16, 8, 3, 3)).astype(np.float32),
+                 "b.bias": with_bad((16,), np.float32, [3, 4])},
+    }
+    clean = {"ok.weight": rng.standard_normal((32, 4, 3, 3)).astype(np.float32)}
+    for label, arrays in cases.items():
+        bad = [(k, int(np.count_nonzero(~np.isfinite(v)))) for k, v in arrays.items() if not np.isfinite(v).all()]
+        assert len(bad) == 1
+        name, count = bad[0]
+        src = path("nfb_%s.npz" % label)
+        np.savez(src, **clean, **arrays)
+        for preset in ("bird+", "bird"):
+            out = path("nfb_%s_%s.gcz" % (label, preset))
+            fails("encode", src, "-o", out, "--preset", preset, code=2,
+                  contains=["tensor '%s'" % name, "has %d non-finite" % count])
+            assert not os.path.exists(out)
+            run("encode", src, "-o", out, "--preset", preset, "--nonfinite", "raw")
+            info = json.loads(run("inspect", out, "--json")[0])
+            storage = {t["name"]: t["storage"] for t in info["frames"][0]["tensors"]}
+            assert storage[name] == "raw" and storage["ok.weight"] == "pipeline", (label, preset, storage)
+            run("decode", out, "-o", path("nfb_out.npz"), "--force")
+            with np.load(path("nfb_out.npz")) as z:
+                assert same_bits(z[name], arrays[name]), (label, preset)
+    # Finite values whose block L1 overflows f32 are not non-finite: encoded, not refused.
+    big = np.full((4, 9), 3e38, dtype=np.float32)
+    np.savez(path("nfb_big.npz"), big=big)
+    run("encode", path("nfb_big.npz"), "-o", path("nfb_big.gcz"), "--preset", "bird+")
+    info = json.loads(run("inspect", path("nfb_big.gcz"), "--json")[0])
+    assert info["frames"][0]["tensors"][0]["storage"] == "pipeline", info["frames"][0]["tensors"][0]
+
+
 def test_inspect_json_fields():
     finite = {k: np.nan_to_num(v, nan=0.0, posinf=1.0, neginf=-1.0) for k, v in ARRAYS.items()}  # fp16 is lossy
     np.savez(path("i.npz"), **finite)

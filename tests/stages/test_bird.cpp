@@ -574,17 +574,48 @@ TEST_CASE("bird handles all-zero, single-block and non-finite tensors", "[bird]"
       if (thinned) CHECK((sent >= 1 && sent <= 12));  // Binomial(300, 0.01): mean 3
       else CHECK(sent == 300);
     }
-    // a NaN block is never kept; the rest is sampled as usual
+    // NaN/Inf in an f32 tensor: the stage counts them as it computes the norms
+    // (screens_nonfinite) and the pipeline stops without output; the codec then refuses the
+    // tensor or stores it raw (tests/cli/cli_roundtrip.py). A finite tensor gives 0.
     auto v = gradient_like({16, 8}, 4);
+    {
+      PipelineStages stages(Pipeline::parse(pipeline));
+      REQUIRE(stages.screens_nonfinite());
+      StageContext ctx;
+      PipelineStages::TensorState st;
+      auto w = v;
+      w[26] = std::numeric_limits<float>::quiet_NaN();
+      w[100] = -std::numeric_limits<float>::infinity();
+      Tensor bad = make_tensor("w", {16, 8}, w);
+      ctx.info = &bad.info;
+      auto enc = stages.encode(bad, ctx, st);
+      CHECK(enc.nonfinite == 2);
+      CHECK(enc.streams.all().empty());
+      Tensor good = make_tensor("w", {16, 8}, v);
+      CHECK(stages.encode(good, ctx, st).nonfinite == 0);
+    }
+    // The sampler itself, reached by sources of other dtypes (an f64 value beyond the f32 range
+    // becomes Inf): a NaN block is never kept; the rest is sampled as usual.
+    auto as_f64 = [](const std::vector<uint64_t>& shape, const std::vector<float>& f) {
+      Tensor t = make_tensor("w", shape, f);
+      std::vector<uint8_t> bytes(f.size() * 8);
+      for (size_t i = 0; i < f.size(); ++i) {
+        const double d = f[i];
+        std::memcpy(bytes.data() + 8 * i, &d, 8);
+      }
+      t.info.dtype = DType::F64;
+      t.data = Buffer(std::move(bytes));
+      return t;
+    };
     v[3 * 8 + 2] = std::numeric_limits<float>::quiet_NaN();
     for (uint64_t seed = 0; seed < 20; ++seed) {
-      auto out = values_of(roundtrip(pipeline, make_tensor("w", {16, 8}, v), seed).decoded);
+      auto out = values_of(roundtrip(pipeline, as_f64({16, 8}, v), seed).decoded);
       for (int k = 0; k < 8; ++k) REQUIRE(out[3 * 8 + k] == 0.0f);
       for (float x : out) REQUIRE(std::isfinite(x));
     }
     // +Inf: Lmax is not finite, nothing is sent
     v[3 * 8 + 2] = std::numeric_limits<float>::infinity();
-    CHECK(values_of(roundtrip(pipeline, make_tensor("w", {16, 8}, v), 1).decoded) == std::vector<float>(128, 0.0f));
+    CHECK(values_of(roundtrip(pipeline, as_f64({16, 8}, v), 1).decoded) == std::vector<float>(128, 0.0f));
   }
 }
 

@@ -41,6 +41,9 @@ class PipelineStages {
   bool exact_values() const noexcept { return exact_values_; }
   // True when decoding gives the input bit for bit: no transform, no reducer, the `raw` value codec.
   bool lossless() const noexcept { return bit_exact_; }
+  // True when encode() counts an f32 tensor's NaN/Inf itself (Encoded::nonfinite) while reading it:
+  // the reducer screens_nonfinite() and sees the input first (no transform, no state).
+  bool screens_nonfinite() const noexcept { return screens_nonfinite_; }
   size_t size() const noexcept { return stages_.size(); }
 
   struct Encoded {
@@ -50,6 +53,7 @@ class PipelineStages {
     StageTimes times;         // filled when encode() is asked to time the stages
     StageStats stats;         // the stages' figures (Stage::stream_stats), when any stage has some
     int variant = -1;         // the control stage's alternative that made it (see variant()), or -1
+    uint64_t nonfinite = 0;   // screens_nonfinite(): the f32 source's NaN/Inf count; non-zero = no output
   };
   // Per-tensor state: one slot per stage, encoder side and decoder side.
   struct TensorState {
@@ -93,6 +97,7 @@ class PipelineStages {
   int reducer_ = -1, quantizer_ = -1, indexer_ = -1;
   std::vector<size_t> lossless_;
   bool stateful_ = false, stochastic_ = false, exact_values_ = true, has_stats_ = false, bit_exact_ = false;
+  bool screens_nonfinite_ = false;
   std::vector<std::unique_ptr<PipelineStages>> variants_;  // a control reducer's alternatives
 };
 

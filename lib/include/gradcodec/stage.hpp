@@ -67,6 +67,10 @@ struct Payload {
   std::vector<float> values;
   bool exact = true;
 
+  // Encode side: NaN/Inf among an f32 source's elements, counted by a Reducer that
+  // screens_nonfinite(); when non-zero the pipeline stops and the codec applies --nonfinite.
+  uint64_t nonfinite = 0;
+
   bool sparse = false;
   uint64_t universe = 0;          // positions are in [0, universe): elements, or blocks
   uint32_t block = 1;             // elements per position (block sparsifiers)
@@ -211,6 +215,10 @@ class Reducer : public Stage {
   // True when encode() reads the dense input only through Payload::f32_view() (and writes
   // `values` only once it is sparse): the codec then skips materialising an f32 copy.
   virtual bool reads_f32_view() const noexcept { return false; }
+  // True when encode(), given an f32 source, sets p.nonfinite to its number of NaN/Inf elements
+  // (and may stop there, the output then being discarded). The codec, which refuses or stores raw
+  // a lossy pipeline's non-finite tensor, then skips its own count: one pass over the data fewer.
+  virtual bool screens_nonfinite() const noexcept { return false; }
   // Before the index is decoded: fill p.index when it is implicit (randk), and set universe/block.
   virtual void prepare_decode(Payload& p, const Streams& in, const StageContext& ctx) = 0;
   // After index and values are decoded: produce the dense f32 values in p.values (n elements),
