@@ -46,7 +46,7 @@ class Shuffle final : public Lossless {
   std::vector<uint8_t> encode(std::span<const uint8_t> in, uint8_t hint) const override {
     unsigned w = width_ ? width_ : hint;
     if (w == 0) w = 1;
-    std::vector<uint8_t> out(in.size() + 1);
+    auto out = zeroed_fresh<uint8_t>(in.size() + 1);
     out[0] = static_cast<uint8_t>(w);
     const size_t n = in.size() / w;
     split(in.data(), n, w, out.data() + 1);

@@ -1,5 +1,7 @@
 #include "quantize/raw.hpp"
 
+#include "core/pages.hpp"
+
 #include <cstring>
 
 namespace gradcodec::stages {
@@ -14,6 +16,7 @@ class Raw final : public Quantizer {
       Stream& s = out.add(kValueStream, static_cast<uint8_t>(es));
       const uint8_t* src = p.source->data.data();
       if (!p.sparse) {
+        reserve_fresh(s.bytes, p.n * es);
         s.bytes.assign(src, src + p.n * es);
         return;
       }
