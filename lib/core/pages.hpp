@@ -4,6 +4,7 @@
 // pages before the first write makes that ~30 faults (Linux, where THP is "madvise" or "always";
 // elsewhere, or when the kernel declines, it changes nothing).
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -29,6 +30,23 @@ std::vector<T> zeroed_fresh(size_t n) {
   reserve_fresh(v, n);
   v.resize(n);
   return v;
+}
+
+// Appends n elements to v without zero-filling them first (a resize would zero the fresh memory,
+// then the decoder would write it again: two passes over memory that is not in cache, one of
+// them wasted). fill(T* dst, size_t first, size_t count) writes elements [first, first + count)
+// of the output to dst, a cache-resident scratch chunk; first is a multiple of `Chunk`, and
+// count is Chunk except for the last call. Each chunk is then appended.
+template <size_t Chunk, class T, class Fill>
+void append_chunked(std::vector<T>& v, size_t n, Fill&& fill) {
+  static_assert(Chunk * sizeof(T) <= 32768, "the scratch chunk lives on the stack and in L1");
+  reserve_fresh(v, v.size() + n);
+  T chunk[Chunk];
+  for (size_t first = 0; first < n; first += Chunk) {
+    const size_t count = std::min(Chunk, n - first);
+    fill(chunk, first, count);
+    v.insert(v.end(), chunk, chunk + count);
+  }
 }
 
 }  // namespace gradcodec

@@ -2,6 +2,9 @@
 
 #include "core/pages.hpp"
 
+#include <algorithm>
+#include <type_traits>
+
 namespace gradcodec::stages {
 
 namespace {
@@ -13,9 +16,11 @@ void split_planes(const uint8_t* in, size_t n, uint8_t* out) {
   for (size_t i = 0; i < n; ++i)
     for (unsigned j = 0; j < W; ++j) out[j * n + i] = in[i * W + j];
 }
+// Elements [first, first + count) of the joined output: out[i·w + j] = in[j·n + first + i].
 template <unsigned W>
-void join_planes(const uint8_t* in, size_t n, uint8_t* out) {
-  for (size_t i = 0; i < n; ++i)
+void join_planes(const uint8_t* in, size_t n, size_t first, size_t count, uint8_t* out) {
+  in += first;
+  for (size_t i = 0; i < count; ++i)
     for (unsigned j = 0; j < W; ++j) out[i * W + j] = in[j * n + i];
 }
 
@@ -29,14 +34,34 @@ void split(const uint8_t* in, size_t n, unsigned w, uint8_t* out) {
         for (size_t i = 0; i < n; ++i) *out++ = in[i * w + j];
   }
 }
-void join(const uint8_t* in, size_t n, unsigned w, uint8_t* out) {
+// The output of `decode`: n whole elements of width w, then the bytes of a partial element.
+// Widths 2, 4 and 8 are joined in cache-sized chunks appended to fresh memory (written once);
+// other widths into a zeroed buffer.
+std::vector<uint8_t> join(const uint8_t* in, size_t size, unsigned w) {
+  const size_t n = size / w, whole = n * w;
+  auto join_chunk = [&](auto width) {
+    constexpr unsigned W = decltype(width)::value;
+    std::vector<uint8_t> out;
+    append_chunked<16384>(out, size, [&](uint8_t* dst, size_t first, size_t count) {
+      // first is a multiple of 16384, so of W: the chunk starts on an element
+      const size_t elements = first < whole ? std::min(count, whole - first) / W : 0;
+      join_planes<W>(in, n, first / W, elements, dst);
+      for (size_t k = elements * W; k < count; ++k) dst[k] = in[first + k];  // the partial element
+    });
+    return out;
+  };
   switch (w) {
-    case 2: return join_planes<2>(in, n, out);
-    case 4: return join_planes<4>(in, n, out);
-    case 8: return join_planes<8>(in, n, out);
-    default:
+    case 2: return join_chunk(std::integral_constant<unsigned, 2>{});
+    case 4: return join_chunk(std::integral_constant<unsigned, 4>{});
+    case 8: return join_chunk(std::integral_constant<unsigned, 8>{});
+    default: {
+      auto out = zeroed_fresh<uint8_t>(size);
+      const uint8_t* p = in;
       for (unsigned j = 0; j < w; ++j)
-        for (size_t i = 0; i < n; ++i) out[i * w + j] = *in++;
+        for (size_t i = 0; i < n; ++i) out[i * w + j] = *p++;
+      for (size_t i = whole; i < size; ++i) out[i] = in[i];
+      return out;
+    }
   }
 }
 
@@ -59,11 +84,7 @@ class Shuffle final : public Lossless {
     if (w == 0) fail(ErrorCode::Corrupt, "shuffle: element width 0");
     const size_t size = in.size() - 1;
     if (size > max_out) fail(ErrorCode::Corrupt, "shuffle: stream larger than the tensor allows");
-    auto out = zeroed_fresh<uint8_t>(size);
-    const size_t n = size / w;
-    join(in.data() + 1, n, w, out.data());
-    for (size_t i = n * w; i < size; ++i) out[i] = in[1 + i];
-    return out;
+    return join(in.data() + 1, size, w);
   }
 
  private:

@@ -2,6 +2,7 @@
 
 #include "core/pages.hpp"
 
+#include <array>
 #include <memory>
 
 #define ZSTD_STATIC_LINKING_ONLY  // ZSTD_c_stableInBuffer (a parameter value; the shared library takes it)
@@ -51,9 +52,29 @@ class Zstd final : public Lossless {
     if (size > max_out)
       fail(ErrorCode::Corrupt, "zstd: frame claims " + std::to_string(size) +
                                    " bytes, more than the tensor allows (" + std::to_string(max_out) + ")");
-    auto out = zeroed_fresh<uint8_t>(size);
-    size_t n = ZSTD_decompress(out.data(), out.size(), in.data(), in.size());
-    if (ZSTD_isError(n) || n != size) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+    // Streamed out in cache-sized chunks appended to fresh memory: the output is written once
+    // (a zero-filled buffer handed to ZSTD_decompress is written twice).
+    std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+    if (!dctx) fail(ErrorCode::Internal, "zstd: cannot create a decompression context");
+    ZSTD_inBuffer src{in.data(), in.size(), 0};
+    size_t left = 1;  // ZSTD_decompressStream's hint: 0 once the frame is complete
+    std::vector<uint8_t> out;
+    append_chunked<16384>(out, size, [&](uint8_t* dst, size_t, size_t n) {
+      ZSTD_outBuffer o{dst, n, 0};
+      while (o.pos < n) {
+        const size_t before_in = src.pos, before_out = o.pos;
+        left = ZSTD_decompressStream(dctx.get(), &o, &src);
+        if (ZSTD_isError(left) || (left == 0 && o.pos < n) || (src.pos == before_in && o.pos == before_out))
+          fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+      }
+    });
+    if (left != 0) {  // every byte is out; the frame's end (and its checksum, if any) is still to come
+      std::array<uint8_t, 1> extra{};
+      ZSTD_outBuffer o{extra.data(), extra.size(), 0};
+      left = ZSTD_decompressStream(dctx.get(), &o, &src);
+      if (ZSTD_isError(left) || left != 0 || o.pos != 0) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+    }
+    if (src.pos != src.size) fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
     return out;
   }
 

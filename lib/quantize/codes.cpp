@@ -1,5 +1,7 @@
 #include "quantize/codes.hpp"
 
+#include "core/pages.hpp"
+
 #include <array>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -98,17 +100,22 @@ void pack_signs(Stream& s, std::span<const float> v) {
   }
 }
 
-void expand_bits(std::span<const uint8_t> b, uint64_t count, float one, float zero, float* out) noexcept {
-  const uint64_t full = count / 8;
-  if (full >= 64) {
-    float table[256][8];
-    for (unsigned x = 0; x < 256; ++x)
-      for (unsigned j = 0; j < 8; ++j) table[x][j] = ((x >> (7 - j)) & 1u) ? one : zero;
-    for (uint64_t k = 0; k < full; ++k) std::memcpy(out + 8 * k, table[b[k]], sizeof table[0]);
-  } else {
-    for (uint64_t i = 0; i < 8 * full; ++i) out[i] = bit_at(b, i) ? one : zero;
+void expand_bits(std::span<const uint8_t> b, uint64_t count, float one, float zero, std::vector<float>& out) {
+  out.clear();
+  if (count < 512) {
+    out.reserve(count);
+    for (uint64_t i = 0; i < count; ++i) out.push_back(bit_at(b, i) ? one : zero);
+    return;
   }
-  for (uint64_t i = 8 * full; i < count; ++i) out[i] = bit_at(b, i) ? one : zero;
+  float table[256][8];
+  for (unsigned x = 0; x < 256; ++x)
+    for (unsigned j = 0; j < 8; ++j) table[x][j] = ((x >> (7 - j)) & 1u) ? one : zero;
+  append_chunked<2048>(out, count, [&](float* dst, size_t first, size_t n) {
+    const uint8_t* src = b.data() + first / 8;  // first is a multiple of 2048: whole bytes
+    const size_t full = n / 8;
+    for (size_t k = 0; k < full; ++k) std::memcpy(dst + 8 * k, table[src[k]], sizeof table[0]);
+    for (size_t i = 8 * full; i < n; ++i) dst[i] = bit_at(b, first + i) ? one : zero;
+  });
 }
 
 }  // namespace gradcodec::stages::codes

@@ -113,8 +113,9 @@ inline void for_each_code(std::span<const uint8_t> b, uint64_t count, unsigned b
 void pack_signs(Stream& s, std::span<const float> v);
 // Bit i (MSB-first) of a packed stream whose size the caller has checked.
 inline bool bit_at(std::span<const uint8_t> b, uint64_t i) noexcept { return (b[i >> 3] >> (7 - (i & 7))) & 1u; }
-// out[i] = bit i ? one : zero for the first `count` bits of a packed stream (size checked by the
-// caller): eight values per byte from a 256-entry table (8 KB on the stack).
-void expand_bits(std::span<const uint8_t> b, uint64_t count, float one, float zero, float* out) noexcept;
+// Replaces `out` with bit i ? one : zero for the first `count` bits of a packed stream (size
+// checked by the caller): eight values per byte from a 256-entry table (8 KB on the stack),
+// written once into fresh memory (append_chunked: no zero-fill first).
+void expand_bits(std::span<const uint8_t> b, uint64_t count, float one, float zero, std::vector<float>& out);
 
 }  // namespace gradcodec::stages::codes

@@ -1,5 +1,6 @@
 #include "quantize/qsgd.hpp"
 
+#include "core/pages.hpp"
 #include "quantize/codes.hpp"
 
 #include <algorithm>
@@ -62,11 +63,11 @@ class Qsgd final : public Quantizer {
     else if (count > bytes.size() * 8)  // every code takes at least one bit: bound before allocating
       fail(ErrorCode::Corrupt, std::string(kName) + ": value stream of " + std::to_string(bytes.size()) +
                                    " bytes cannot hold " + std::to_string(count) + " codes");
-    p.values.resize(count);
-    float* out = p.values.data();
     const unsigned w = 1 + level_bits_;
     if (!elias_ && s_ + 1 == uint64_t{1} << level_bits_ && 8 % w == 0 && (nb == 1 || size * w % 8 == 0))
-      return decode_by_table(bytes.data(), count, size, norms, out);
+      return decode_by_table(bytes.data(), count, size, norms, p.values);
+    p.values.resize(count);
+    float* out = p.values.data();
     if (!elias_) {
       const uint64_t level_mask = (uint64_t{1} << level_bits_) - 1;
       uint64_t b = 0, next = 0;  // current bucket, first value of the next one
@@ -110,28 +111,40 @@ class Qsgd final : public Quantizer {
   // a byte and every bucket starts on a byte: the 2^w values of a bucket are tabulated once and
   // each byte expands to 8/w values. The same products as the general loop, so the same floats.
   void decode_by_table(const uint8_t* in, uint64_t count, uint64_t size, const std::vector<float>& norms,
-                       float* out) const {
+                       std::vector<float>& values) const {
     const unsigned w = 1 + level_bits_, per = 8 / w;
     const uint64_t level_mask = (uint64_t{1} << level_bits_) - 1, code_mask = (uint64_t{1} << w) - 1;
     float table[256];
-    for (uint64_t b = 0, lo = 0; lo < count; ++b, lo += size) {
-      const double step = static_cast<double>(norms[b]) / s_;
-      for (uint64_t code = 0; code <= code_mask; ++code) {
-        const double sign = static_cast<double>(code >> level_bits_) * 2.0 - 1.0;
-        table[code] = static_cast<float>(step * static_cast<double>(code & level_mask) * sign);
+    uint64_t table_bucket = ~uint64_t{0};
+    values.clear();
+    // Written in cache-sized chunks straight into fresh memory. A run starts at a chunk start
+    // (a multiple of 4096 elements) or a bucket start (byte-aligned by the caller's condition),
+    // so it starts on a byte.
+    append_chunked<4096>(values, count, [&](float* dst, uint64_t first, uint64_t n) {
+      for (uint64_t i = 0; i < n;) {
+        const uint64_t b = (first + i) / size;
+        if (b != table_bucket) {
+          table_bucket = b;
+          const double step = static_cast<double>(norms[b]) / s_;
+          for (uint64_t code = 0; code <= code_mask; ++code) {
+            const double sign = static_cast<double>(code >> level_bits_) * 2.0 - 1.0;
+            table[code] = static_cast<float>(step * static_cast<double>(code & level_mask) * sign);
+          }
+        }
+        const uint64_t len = std::min(n, (b + 1) * size - first) - i;
+        const uint8_t* src = in + (first + i) * w / 8;
+        float* out = dst + i;
+        uint64_t j = 0;
+        if (w == 4) {
+          for (; j + 2 <= len; j += 2, ++src) out[j] = table[*src >> 4], out[j + 1] = table[*src & 15];
+        } else {
+          for (; j + per <= len; j += per, ++src)
+            for (unsigned k = 0; k < per; ++k) out[j + k] = table[(*src >> (8 - w * (k + 1))) & code_mask];
+        }
+        for (unsigned k = 0; j < len; ++j, ++k) out[j] = table[(*src >> (8 - w * (k + 1))) & code_mask];
+        i += len;
       }
-      const uint64_t len = std::min(count - lo, size);
-      const uint8_t* src = in + lo * w / 8;
-      float* dst = out + lo;
-      uint64_t i = 0;
-      if (w == 4) {
-        for (; i + 2 <= len; i += 2, ++src) dst[i] = table[*src >> 4], dst[i + 1] = table[*src & 15];
-      } else {
-        for (; i + per <= len; i += per, ++src)
-          for (unsigned k = 0; k < per; ++k) dst[i + k] = table[(*src >> (8 - w * (k + 1))) & code_mask];
-      }
-      for (unsigned k = 0; i < len; ++i, ++k) dst[i] = table[(*src >> (8 - w * (k + 1))) & code_mask];
-    }
+    });
   }
 
   [[noreturn]] void bad_level(uint64_t l) const {

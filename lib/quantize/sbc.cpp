@@ -61,8 +61,7 @@ class Sbc final : public Quantizer {
     }
     auto bytes = codes::stream(in, kSideStream, kName);
     codes::expect_bytes(kName, kSideStream, bytes.size(), codes::packed_bytes(count, 1, kName));
-    p.values.resize(count);
-    if (count > 0) codes::expand_bits(bytes, count, mean[0], 0.0f, p.values.data());
+    codes::expand_bits(bytes, count, count > 0 ? mean[0] : 0.0f, 0.0f, p.values);
   }
 };
 

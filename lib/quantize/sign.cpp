@@ -45,8 +45,7 @@ class Sign final : public Quantizer {
     }
     auto bytes = codes::stream(in, kValueStream, kName);
     codes::expect_bytes(kName, kValueStream, bytes.size(), codes::packed_bytes(count, 1, kName));
-    p.values.resize(count);
-    codes::expand_bits(bytes, count, s, -s, p.values.data());
+    codes::expand_bits(bytes, count, s, -s, p.values);
   }
 
  private:

@@ -40,8 +40,7 @@ class Ssdm final : public Quantizer {
     const auto sv = codes::read_f32s(codes::stream(in, kScaleStream, kName), count > 0 ? 1 : 0, kName, kScaleStream);
     auto bytes = codes::stream(in, kValueStream, kName);
     codes::expect_bytes(kName, kValueStream, bytes.size(), codes::packed_bytes(count, 1, kName));
-    p.values.resize(count);
-    if (count > 0) codes::expand_bits(bytes, count, sv[0], -sv[0], p.values.data());
+    codes::expand_bits(bytes, count, count > 0 ? sv[0] : 0.0f, count > 0 ? -sv[0] : 0.0f, p.values);
   }
 };
 

@@ -28,11 +28,12 @@ std::vector<uint8_t> bytes_of(size_t n, uint64_t seed, bool compressible) {
 }  // namespace
 
 TEST_CASE("lossless stages round-trip any bytes exactly", "[lossless]") {
-  for (const char* text : {"shuffle", "shuffle(width=4)", "shuffle(width=3)", "zstd(level=1)", "zstd(level=19)",
-                           "zstd(level=-5)", "lzma(preset=0)", "lzma(preset=6)"}) {
+  // Sizes around the decoders' 16 KiB output chunks, with partial last elements for every width.
+  for (const char* text : {"shuffle", "shuffle(width=2)", "shuffle(width=4)", "shuffle(width=8)", "shuffle(width=3)",
+                           "zstd(level=1)", "zstd(level=19)", "zstd(level=-5)", "lzma(preset=0)", "lzma(preset=6)"}) {
     std::unique_ptr<Stage> keep;
     const Lossless& l = lossless(text, keep);
-    for (size_t n : {0, 1, 3, 4, 5, 1000, 65537}) {
+    for (size_t n : {0, 1, 3, 4, 5, 1000, 16383, 16384, 16385, 65537, 100007}) {
       for (bool comp : {false, true}) {
         INFO(text << " n=" << n << " compressible=" << comp);
         auto in = bytes_of(n, n, comp);
@@ -72,6 +73,20 @@ TEST_CASE("lossless decoders refuse corrupt data and outputs beyond the bound", 
       CHECK_THROWS_AS(l.decode(t, 5000), Error);
     }
   }
+}
+
+TEST_CASE("zstd refuses bytes after its frame and a second frame", "[lossless]") {
+  std::unique_ptr<Stage> keep;
+  const Lossless& l = lossless("zstd", keep);
+  const auto in = bytes_of(40000, 3, true);
+  const auto enc = l.encode(in, 1);
+  REQUIRE(l.decode(enc, in.size()) == in);
+  auto extra = enc;
+  extra.push_back(0);
+  CHECK_THROWS_AS(l.decode(extra, in.size()), Error);
+  auto twice = enc;
+  twice.insert(twice.end(), enc.begin(), enc.end());
+  CHECK_THROWS_AS(l.decode(twice, 2 * in.size()), Error);
 }
 
 TEST_CASE("lossless stream= applies to one stream only", "[lossless]") {

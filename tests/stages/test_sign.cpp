@@ -33,6 +33,14 @@ TEST_CASE("sign is exact on values that share one magnitude", "[quantize][sign]"
     Coded c = code_dense("sign", make_tensor("w", {7, 11, 13}, v));
     CHECK(c.decoded == v);
   }
+  SECTION("dense +-c across the decoder's 2048-value chunks and its small-tensor path") {
+    for (size_t n : {511, 512, 513, 2047, 2048, 2049, 4099, 20001}) {
+      INFO("n=" << n);
+      const auto v = plus_minus(n, 2.5f);
+      Coded c = code_dense("sign", make_tensor("w", {n}, v));
+      CHECK(c.decoded == v);
+    }
+  }
   SECTION("a sparsifier's kept values +-S (BIRD's sign(t)*S)") {
     SparseInput in;
     in.n = 10000;
