@@ -1,5 +1,6 @@
 #include "sparsify/bird_sample.hpp"
 
+#include "sparsify/bird_stage1.hpp"
 #include "sparsify/randk.hpp"
 
 #include <algorithm>
@@ -7,6 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 namespace gradcodec::stages {
 
@@ -56,6 +61,7 @@ namespace {
 struct ArrayLoad {
   const float* x;
   float operator()(uint64_t i) const noexcept { return x[i]; }
+  const uint8_t* bytes() const noexcept { return reinterpret_cast<const uint8_t*>(x); }
 };
 struct BytesLoad {
   const uint8_t* p;
@@ -64,6 +70,7 @@ struct BytesLoad {
     std::memcpy(&f, p + 4 * i, 4);
     return f;
   }
+  const uint8_t* bytes() const noexcept { return p; }
 };
 
 // ‖·‖₁ and ‖·‖∞ of elements [off, off + len): in order below 16 elements, else in 8 lanes
@@ -103,12 +110,57 @@ inline void run_norms(const Ld& ld, uint64_t off, uint64_t len, float& sum, floa
 // same norms as one that holds the whole tensor.
 constexpr uint64_t kPiece = 8192;
 
+#if defined(__SSE2__)
+// Norms of 4·G blocks of m < 16 elements at x (little-endian f32 bytes, any alignment), block j
+// in lane j % 4 of group j / 4: the four rows of a group are loaded 4 elements at a time and
+// transposed, so each lane adds its block's elements in order, exactly as run_norms does
+// (max_ps(a, mx) is a > mx ? a : mx: NaN never wins). Reads only the blocks' own bytes.
+template <int G>
+inline void small_norms_sse(const uint8_t* x, uint64_t m, float* l1, float* linf) noexcept {
+  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF));
+  __m128 s[G], mx[G];
+  for (int g = 0; g < G; ++g) s[g] = _mm_setzero_ps(), mx[g] = _mm_setzero_ps();
+  const uint64_t row = 4 * m;  // bytes per block
+  auto add = [&](int g, __m128 v) {
+    v = _mm_and_ps(v, abs_mask);
+    s[g] = _mm_add_ps(s[g], v);
+    mx[g] = _mm_max_ps(v, mx[g]);
+  };
+  uint64_t k = 0;
+  for (; k + 4 <= m; k += 4)
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* p = x + 4 * g * row + 4 * k;
+      __m128 r0 = _mm_loadu_ps(reinterpret_cast<const float*>(p));
+      __m128 r1 = _mm_loadu_ps(reinterpret_cast<const float*>(p + row));
+      __m128 r2 = _mm_loadu_ps(reinterpret_cast<const float*>(p + 2 * row));
+      __m128 r3 = _mm_loadu_ps(reinterpret_cast<const float*>(p + 3 * row));
+      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      add(g, r0), add(g, r1), add(g, r2), add(g, r3);
+    }
+  for (; k < m; ++k)
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* p = x + 4 * g * row + 4 * k;
+      float e[4];
+      for (int j = 0; j < 4; ++j) std::memcpy(&e[j], p + j * row, 4);
+      add(g, _mm_loadu_ps(e));
+    }
+  for (int g = 0; g < G; ++g) _mm_storeu_ps(l1 + 4 * g, s[g]), _mm_storeu_ps(linf + 4 * g, mx[g]);
+}
+#endif
+
 // Norms of `blocks` blocks of m elements starting at element `first`. Blocks shorter than 16
 // (conv kernels) are done 8 at a time, interleaved: each block still adds its elements in order
-// (the same arithmetic as run_norms), but eight independent chains hide the add latency.
+// (the same arithmetic as run_norms), but eight independent chains hide the add latency; with
+// SSE2 the eight blocks are two 4-lane groups (small_norms_sse).
 template <class Ld>
 void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float* l1, float* linf) noexcept {
   uint64_t b = 0;
+#if defined(__SSE2__)
+  if (m < 16 && m > 0) {
+    const uint8_t* x = ld.bytes() + 4 * first;
+    for (; b + 8 <= blocks; b += 8) small_norms_sse<2>(x + 4 * b * m, m, l1 + b, linf + b);
+  }
+#endif
   if (m < 16) {
     for (; b + 8 <= blocks; b += 8) {
       float s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, mx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -252,21 +304,8 @@ BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf
   const float lmax = max_of(l1);  // NaN never wins
   if (!(lmax > 0) || std::isinf(lmax)) return sel;
   const double inv1 = 1.0 / static_cast<double>(lmax);
-  const Rng r1 = ctx.rng(RngPurpose::Stage1);
-  // Branch-free, 4096 blocks at a time: p = 0 and NaN fail u < p by themselves; the maximum
-  // always passes.
   std::vector<uint64_t> u_set;
-  uint64_t chunk[4096];
-  for (uint64_t first = 0; first < blocks; first += 4096) {
-    const uint64_t end = std::min<uint64_t>(blocks, first + 4096);
-    size_t count = 0;
-    for (uint64_t i = first; i < end; ++i) {
-      const bool keep = (l1[i] >= lmax) | (uniform_at(r1, i) < static_cast<double>(l1[i]) * inv1);
-      chunk[count] = i;
-      count += keep;
-    }
-    u_set.insert(u_set.end(), chunk, chunk + count);
-  }
+  bird_stage1(l1, lmax, inv1, ctx.rng(RngPurpose::Stage1), u_set);
   sel.stage1 = u_set.size();
   const double s1 = static_cast<double>(lmax) / static_cast<double>(m);
 

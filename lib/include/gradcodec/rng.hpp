@@ -44,6 +44,10 @@ class Rng {
   uint64_t counter() const noexcept { return ctr_; }
   void seek(uint64_t n) noexcept { ctr_ = n; }
 
+  // The stream's key: output n is mix(key() + n·kGamma) (vectorised samplers compute it so).
+  uint64_t key() const noexcept { return key_; }
+  static constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
+
   static uint64_t mix(uint64_t z) noexcept {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -51,7 +55,6 @@ class Rng {
   }
 
  private:
-  static constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
   uint64_t key_;
   uint64_t ctr_ = 0;
 };

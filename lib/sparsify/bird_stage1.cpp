@@ -1,0 +1,114 @@
+#include "sparsify/bird_stage1.hpp"
+
+#include <algorithm>
+#include <bit>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GRADCODEC_BIRD_AVX512 1
+#endif
+
+namespace gradcodec::stages {
+
+namespace {
+
+constexpr uint64_t kChunk = 4096;  // blocks decided per pass into the stack buffer
+
+// Output n of r as a uniform double in [0, 1) (53 bits), like Rng::uniform().
+inline double uniform_at(const Rng& r, uint64_t n) noexcept {
+  return static_cast<double>(static_cast<int64_t>(r.at(n) >> 11)) * 0x1.0p-53;  // < 2^53: exact
+}
+
+// Branch-free: p = 0 and NaN fail u < p by themselves; the maximum always passes.
+size_t decide_portable(const float* l1, uint64_t first, uint64_t end, float lmax, double inv1, const Rng& r,
+                       uint64_t* kept) noexcept {
+  size_t count = 0;
+  for (uint64_t i = first; i < end; ++i) {
+    const bool keep = (l1[i] >= lmax) | (uniform_at(r, i) < static_cast<double>(l1[i]) * inv1);
+    kept[count] = i;
+    count += keep;
+  }
+  return count;
+}
+
+#if defined(GRADCODEC_BIRD_AVX512)
+// GCC 12 reports the intrinsics' own _mm512_undefined_*() placeholders as "maybe uninitialized".
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The same decisions eight blocks at a time. Integer steps are exact mod 2^64 as in Rng::mix;
+// z >> 11 < 2^53 converts to double exactly; the products and comparisons are the portable
+// loop's IEEE operations lane by lane (no contraction: nothing is added to a product).
+__attribute__((target("avx512f,avx512dq"))) size_t decide_avx512(const float* l1, uint64_t first, uint64_t end,
+                                                                  float lmax, double inv1, const Rng& r,
+                                                                  uint64_t* kept) noexcept {
+  size_t count = 0;
+  uint64_t i = first;
+  if (end - first >= 8) {
+    const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i idx = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first)), lane);
+    const __m512i eight = _mm512_set1_epi64(8);
+    const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(Rng::kGamma));
+    const __m512i key = _mm512_set1_epi64(static_cast<long long>(r.key()));
+    const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
+    const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
+    const __m512d scale = _mm512_set1_pd(0x1.0p-53), inv = _mm512_set1_pd(inv1);
+    const __m512d top = _mm512_set1_pd(static_cast<double>(lmax));  // l ≥ lmax ⟺ (double)l ≥ (double)lmax
+    for (; i + 8 <= end; i += 8) {
+      __m512i z = _mm512_add_epi64(key, _mm512_mullo_epi64(idx, gamma));
+      z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
+      z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
+      z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+      const __m512d u = _mm512_mul_pd(_mm512_cvtepi64_pd(_mm512_srli_epi64(z, 11)), scale);
+      const __m512d l = _mm512_cvtps_pd(_mm256_loadu_ps(l1 + i));
+      const __m512d p = _mm512_mul_pd(l, inv);
+      const __mmask8 keep =
+          static_cast<__mmask8>(_mm512_cmp_pd_mask(u, p, _CMP_LT_OQ) | _mm512_cmp_pd_mask(l, top, _CMP_GE_OQ));
+      _mm512_mask_compressstoreu_epi64(kept + count, keep, idx);
+      count += static_cast<size_t>(std::popcount(static_cast<unsigned>(keep)));
+      idx = _mm512_add_epi64(idx, eight);
+    }
+  }
+  return count + decide_portable(l1, i, end, lmax, inv1, r, kept + count);
+}
+#pragma GCC diagnostic pop
+
+bool has_avx512() noexcept {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return yes;
+}
+#endif
+
+template <class Decide>
+void run(std::span<const float> l1, float lmax, double inv1, const Rng& r, std::vector<uint64_t>& out,
+         Decide decide) {
+  uint64_t kept[kChunk];
+  for (uint64_t first = 0; first < l1.size(); first += kChunk) {
+    const uint64_t end = std::min<uint64_t>(l1.size(), first + kChunk);
+    const size_t count = decide(l1.data(), first, end, lmax, inv1, r, kept);
+    out.insert(out.end(), kept, kept + count);
+  }
+}
+
+}  // namespace
+
+void bird_stage1_portable(std::span<const float> l1, float lmax, double inv1, const Rng& r,
+                          std::vector<uint64_t>& out) {
+  run(l1, lmax, inv1, r, out, decide_portable);
+}
+
+bool bird_stage1_vectorised() noexcept {
+#if defined(GRADCODEC_BIRD_AVX512)
+  return has_avx512();
+#else
+  return false;
+#endif
+}
+
+void bird_stage1(std::span<const float> l1, float lmax, double inv1, const Rng& r, std::vector<uint64_t>& out) {
+#if defined(GRADCODEC_BIRD_AVX512)
+  if (has_avx512()) return run(l1, lmax, inv1, r, out, decide_avx512);
+#endif
+  run(l1, lmax, inv1, r, out, decide_portable);
+}
+
+}  // namespace gradcodec::stages

@@ -1,0 +1,26 @@
+// BIRD stage 1's keep decisions, the hot loop of bird/bird+ encoding: block i of a tensor is kept
+// iff L_i ≥ max L (the maximum always passes) or u_i < L_i / max L, u_i the 53-bit uniform of
+// output i of the Stage1 stream. A portable loop, and an AVX-512 one (eight blocks at a time,
+// the SplitMix64 mixer in 64-bit lanes) chosen at run time where the CPU has it; both give the
+// same blocks bit for bit (tests/stages/test_bird.cpp).
+#pragma once
+
+#include <gradcodec/rng.hpp>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace gradcodec::stages {
+
+// Appends the kept blocks of l1 (ascending) to `out`. lmax = max L (finite, > 0), inv1 = 1 / lmax.
+void bird_stage1(std::span<const float> l1, float lmax, double inv1, const Rng& r, std::vector<uint64_t>& out);
+
+// The portable loop, whatever the CPU (the reference the vector loop is tested against).
+void bird_stage1_portable(std::span<const float> l1, float lmax, double inv1, const Rng& r,
+                          std::vector<uint64_t>& out);
+
+// Whether bird_stage1 runs the AVX-512 loop on this CPU.
+bool bird_stage1_vectorised() noexcept;
+
+}  // namespace gradcodec::stages
