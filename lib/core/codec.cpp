@@ -380,6 +380,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
         refuse_nonfinite();
       }
       if (nonfinite || enc.streams.total_bytes() >= t.data.size()) {
+        enc = PipelineStages::Encoded{};  // free the larger-than-raw streams before the raw copy
         job.kept = t.elements();  // every value sent, exactly
         job.storage = Storage::Raw;
         job.streams.add("raw", static_cast<uint8_t>(dtype_size(t.dtype())))

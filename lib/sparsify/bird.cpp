@@ -183,7 +183,7 @@ class Bird final : public Reducer {
   void encode_vector(Payload& p, Streams& out, const StageContext& ctx, const BirdPlan* plan) const {
     const uint64_t n = p.n, nb = bitmap_bytes(n);
     if (p.source && p.source->dtype() == DType::F32 && (p.nonfinite = count_nonfinite(*p.source))) return;
-    const std::vector<float>& v = p.dense_f32();
+    const std::span<const float> v = p.f32_view();  // an f32 source is read in place
     Stream& side = out.add(kSideStream, 1);
     const std::vector<uint8_t>* attached = nullptr;
     if (plan) {
@@ -196,11 +196,14 @@ class Bird final : public Reducer {
       side.bytes.assign(nb, 0xFF);
       if (n % 8) side.bytes.back() = static_cast<uint8_t>(0xFF00u >> (n % 8));
     }
+    uint64_t sent = 0;
+    for (uint64_t i = 0; i < nb; ++i) sent += static_cast<uint64_t>(std::popcount(side.bytes[i]));
+    side.bytes.resize(nb + 4 * sent);  // one allocation of the exact size (no doubling growth)
+    uint8_t* entry = side.bytes.data() + nb;
     for (uint64_t o = 0; o < n; ++o) {
       if (!((side.bytes[o >> 3] >> (7 - (o & 7))) & 1u)) continue;
-      uint8_t b[4];
-      std::memcpy(b, &v[o], 4);  // little-endian host
-      side.bytes.insert(side.bytes.end(), b, b + 4);
+      std::memcpy(entry, &v[o], 4);  // little-endian host
+      entry += 4;
     }
     p.values.clear();
     p.index.clear();
