@@ -33,8 +33,10 @@ size_t decide_portable(const float* l1, uint64_t first, uint64_t end, float lmax
 
 #if defined(GRADCODEC_BIRD_AVX512)
 // GCC 12 reports the intrinsics' own _mm512_undefined_*() placeholders as "maybe uninitialized".
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // The same decisions eight blocks at a time. Integer steps are exact mod 2^64 as in Rng::mix;
 // z >> 11 < 2^53 converts to double exactly; the products and comparisons are the portable
 // loop's IEEE operations lane by lane (no contraction: nothing is added to a product).
@@ -70,7 +72,9 @@ __attribute__((target("avx512f,avx512dq"))) size_t decide_avx512(const float* l1
   }
   return count + decide_portable(l1, i, end, lmax, inv1, r, kept + count);
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 bool has_avx512() noexcept {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
