@@ -260,7 +260,7 @@ const StageEntry* find_stage(const std::string& name) noexcept {
 
 const std::vector<Preset>& preset_table() {
   static const std::vector<Preset> presets = {
-      {"lossless", "raw | shuffle | zstd(level=3)", "bit-exact: byte shuffle + Zstandard"},
+      {"lossless", "raw | shuffle | zstd(level=1)", "bit-exact: byte shuffle + Zstandard"},
       {"fp16", "fp16", "half-precision cast (PyTorch's fp16_compress_hook)"},
       {"qsgd8", "qsgd(levels=127, bucket=512)", "QSGD 8-bit, bucket 512 (Alistarh et al. 2017; DeepReduce's bucket)"},
       {"qsgd4", "qsgd(levels=7, bucket=512)", "QSGD 4-bit, bucket 512 (Alistarh et al. 2017)"},
