@@ -5,6 +5,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #if defined(__SSE2__)
@@ -101,11 +102,19 @@ void for_each_at_least(std::span<const float> v, uint32_t min_key, F&& f) {
 
 // Histogram of the first digit. Gradients put most values in a few bins (a few exponents), so
 // four interleaved histograms keep consecutive increments of one bin from waiting on each other.
-void first_digit_hist(std::span<const float> v, Hist& h) {
+template <bool CountNonfinite>
+uint64_t first_digit_hist(std::span<const float> v, Hist& h) {
   const size_t n = v.size();
+  // |x| ≥ +Inf as bits (NaN above it): the screen costs a compare and an add on keys at hand.
+  auto bad = [](float x) -> uint64_t {
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    return CountNonfinite ? (b & 0x7fffffffu) >= 0x7f800000u : 0;
+  };
+  uint64_t nonfinite = 0;
   if (n < 4096) {
-    for (float x : v) ++h[digit(magnitude_key(x), 0)];
-    return;
+    for (float x : v) ++h[digit(magnitude_key(x), 0)], nonfinite += bad(x);
+    return nonfinite;
   }
   std::array<Hist, 3> more{};
   size_t i = 0;
@@ -114,10 +123,12 @@ void first_digit_hist(std::span<const float> v, Hist& h) {
     ++more[0][digit(magnitude_key(v[i + 1]), 0)];
     ++more[1][digit(magnitude_key(v[i + 2]), 0)];
     ++more[2][digit(magnitude_key(v[i + 3]), 0)];
+    if constexpr (CountNonfinite) nonfinite += bad(v[i]) + bad(v[i + 1]) + bad(v[i + 2]) + bad(v[i + 3]);
   }
-  for (; i < n; ++i) ++h[digit(magnitude_key(v[i]), 0)];
+  for (; i < n; ++i) ++h[digit(magnitude_key(v[i]), 0)], nonfinite += bad(v[i]);
   for (const Hist& m : more)
     for (uint32_t b = 0; b < kBins[0]; ++b) h[b] += m[b];
+  return nonfinite;
 }
 
 // Keeps every key > cut.key and the first cut.ties keys == cut.key; ascending positions.
@@ -204,6 +215,9 @@ class Topk final : public Reducer {
   }
 
   bool reads_f32_view() const noexcept override { return true; }
+  // Layer scope counts an f32 tensor's NaN/Inf in its first pass (scope=global leaves it to the
+  // codec: its frame plan reads every tensor before any is encoded).
+  bool screens_nonfinite() const noexcept override { return !global_; }
 
   void encode(Payload& p, Streams&, const StageContext& ctx) override {
     const std::span<const float> v = p.f32_view();
@@ -215,7 +229,9 @@ class Topk final : public Reducer {
       if (!plan->none) idx = apply_cut(v, {plan->cut.key, plan->ties[ctx.tensor]}, 0);
     } else {
       // Layer scope; also scope=global without a frame pre-pass (a lone tensor is its snapshot).
-      idx = topk_select(v, count_.of(v.size()));
+      const bool f32 = p.source && p.source->dtype() == DType::F32;
+      idx = topk_select(v, count_.of(v.size()), f32 ? &p.nonfinite : nullptr);
+      if (p.nonfinite) return;  // the codec refuses the tensor or stores it raw
     }
     std::vector<float> kept(idx.size());
     for (size_t j = 0; j < idx.size(); ++j) kept[j] = v[idx[j]];
@@ -245,18 +261,27 @@ TopkCut topk_cut(std::vector<uint32_t>& keys, uint64_t k) {
   return refine(keys, k, 0, 0);
 }
 
-std::vector<uint64_t> topk_select(std::span<const float> v, uint64_t k) {
+std::vector<uint64_t> topk_select(std::span<const float> v, uint64_t k, uint64_t* nonfinite) {
   const uint64_t d = v.size();
   k = std::min(k, d);
+  if (nonfinite) *nonfinite = 0;
   if (k == 0) return {};
   if (k == d) {
+    if (nonfinite) {
+      for (float x : v) *nonfinite += !std::isfinite(x);
+      if (*nonfinite) return {};
+    }
     std::vector<uint64_t> all(d);
     std::iota(all.begin(), all.end(), uint64_t{0});
     return all;
   }
   // First digit straight from the values; only the elements of the chosen bin are copied.
   Hist h{};
-  first_digit_hist(v, h);
+  if (nonfinite) {
+    if ((*nonfinite = first_digit_hist<true>(v, h)) != 0) return {};
+  } else {
+    first_digit_hist<false>(v, h);
+  }
   uint64_t r = k;
   const uint32_t b0 = pick_bin(h, kBins[0], r);
   std::vector<uint32_t> cand;

@@ -51,8 +51,9 @@ struct TopkCut {
 TopkCut topk_cut(std::vector<uint32_t>& keys, uint64_t k);
 
 // Positions of the k largest |v_i| (ties to the lower index), ascending; k is clamped to
-// v.size(). O(d) time, O(candidates) extra memory.
-std::vector<uint64_t> topk_select(std::span<const float> v, uint64_t k);
+// v.size(). O(d) time, O(candidates) extra memory. With `nonfinite`, the first pass also counts
+// the NaN/Inf elements into it, and when there are any the selection stops there (returns {}).
+std::vector<uint64_t> topk_select(std::span<const float> v, uint64_t k, uint64_t* nonfinite = nullptr);
 
 std::unique_ptr<Stage> make_topk(const Params& p, uint32_t version);
 

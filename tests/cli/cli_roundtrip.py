@@ -233,6 +233,38 @@ def test_nonfinite_screened_by_bird_counts_exactly():
     assert info["frames"][0]["tensors"][0]["storage"] == "pipeline", info["frames"][0]["tensors"][0]
 
 
+def test_nonfinite_screened_by_topk_counts_exactly():
+    # topk (layer scope) counts an f32 tensor's NaN/Inf in its first histogram pass, so the codec
+    # skips its own: below and above the 4096 elements where that pass splits four ways, with a
+    # ratio that keeps everything (its own path), and against the codec's count (f64; scope=global).
+    cases = {
+        "small": ((40, 50), np.float32, [0, 1999]),
+        "large": ((300, 41), np.float32, [3, 4, 5, 6, 12299]),
+        "f64": ((30, 30), np.float64, [10]),
+    }
+    pipelines = ["topk(ratio=0.01)", "topk(ratio=1)", "topk(ratio=0.01, scope=global)"]
+    clean = {"ok": rng.standard_normal(5000).astype(np.float32)}
+    for label, (shape, dtype, where) in cases.items():
+        a = rng.standard_normal(shape).astype(dtype)
+        a.reshape(-1)[where] = [(np.nan, np.inf, -np.inf)[i % 3] for i in range(len(where))]
+        src = path("nft_%s.npz" % label)
+        np.savez(src, **clean, bad=a)
+        for k, pipeline in enumerate(pipelines):
+            out = path("nft_%s_%d.gcz" % (label, k))
+            fails("encode", src, "-o", out, "--pipeline", pipeline, code=2,
+                  contains=["tensor 'bad'", "has %d non-finite" % len(where)])
+            assert not os.path.exists(out)
+            run("encode", src, "-o", out, "--pipeline", pipeline, "--nonfinite", "raw")
+            info = json.loads(run("inspect", out, "--json")[0])
+            storage = {t["name"]: t["storage"] for t in info["frames"][0]["tensors"]}
+            # (ratio=1 keeps every value plus its position: larger than raw, so "ok" is raw too)
+            assert storage["bad"] == "raw", (label, pipeline, storage)
+            assert storage["ok"] == ("raw" if "ratio=1)" in pipeline else "pipeline"), (label, pipeline, storage)
+            run("decode", out, "-o", path("nft_out.npz"), "--force")
+            with np.load(path("nft_out.npz")) as z:
+                assert same_bits(z["bad"], a), (label, pipeline)
+
+
 def test_inspect_json_fields():
     finite = {k: np.nan_to_num(v, nan=0.0, posinf=1.0, neginf=-1.0) for k, v in ARRAYS.items()}  # fp16 is lossy
     np.savez(path("i.npz"), **finite)
