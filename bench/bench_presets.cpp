@@ -15,6 +15,7 @@
 #include <gradcodec/file_io.hpp>
 #include <gradcodec/registry.hpp>
 
+#include "core/pages.hpp"
 #include "support.hpp"
 
 #include <cmath>
@@ -122,6 +123,20 @@ void baseline_memcpy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(d) * 4);
 }
 
+// d floats written into freshly allocated memory (huge pages advised, as the decoders' outputs
+// are): the floor under any decode that produces a dense tensor, page faults included.
+void baseline_fresh_write(benchmark::State& state) {
+  const size_t d = static_cast<size_t>(state.range(0));
+  for (auto _ : state) {
+    std::vector<float> v;
+    reserve_fresh(v, d);
+    v.resize(d, 1.0f);
+    benchmark::DoNotOptimize(v.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(d) * 4);
+}
+
 // The presets also run at 10⁸ elements (400 MB): the main ones.
 bool main_preset(const std::string& name) {
   return name == "bird+" || name == "topk-1pct" || name == "signsgd" || name == "lossless" || name == "qsgd4";
@@ -130,6 +145,9 @@ bool main_preset(const std::string& name) {
 [[maybe_unused]] const bool registered = [] {
   benchmark::RegisterBenchmark("BM_baseline/abs_sum", baseline_abs_sum)->RangeMultiplier(10)->Range(1000, 100000000);
   benchmark::RegisterBenchmark("BM_baseline/memcpy", baseline_memcpy)->RangeMultiplier(10)->Range(1000, 100000000);
+  benchmark::RegisterBenchmark("BM_baseline/fresh_write", baseline_fresh_write)
+      ->RangeMultiplier(10)
+      ->Range(1000, 100000000);
   for (const Preset& p : preset_table()) {
     const std::string name = p.name, pipeline = p.pipeline;
     const int64_t top = main_preset(name) ? 100000000 : 10000000;
