@@ -1,5 +1,7 @@
 #include <gradcodec/half.hpp>
 
+#include <vector>
+
 namespace gradcodec {
 
 float f16_to_f32(uint16_t h) noexcept {
@@ -26,6 +28,22 @@ float f16_to_f32(uint16_t h) noexcept {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+void f16_to_f32_n(const uint8_t* src, uint64_t n, float* dst) noexcept {
+  // Every binary16 value's f32, made by f16_to_f32 itself (256 KiB, built once, thread-safe):
+  // a load per value instead of branches per value.
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = f16_to_f32(static_cast<uint16_t>(h));
+    return t;
+  }();
+  const float* t = table.data();
+  for (uint64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    dst[i] = t[h];
+  }
 }
 
 uint16_t f32_to_f16(float f) noexcept {

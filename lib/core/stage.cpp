@@ -52,11 +52,7 @@ void to_f32(DType dt, const uint8_t* src, uint64_t n, float* dst) {
       }
       return;
     case DType::F16:
-      for (uint64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = f16_to_f32(h);
-      }
+      f16_to_f32_n(src, n, dst);
       return;
     case DType::BF16:
       for (uint64_t i = 0; i < n; ++i) {

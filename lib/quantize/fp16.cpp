@@ -1,5 +1,7 @@
 #include "quantize/fp16.hpp"
 
+#include "core/pages.hpp"
+
 #include <gradcodec/half.hpp>
 
 #include <cstring>
@@ -8,7 +10,7 @@ namespace gradcodec::stages {
 
 namespace {
 
-template <uint16_t (*To)(float), float (*From)(uint16_t)>
+template <uint16_t (*To)(float), DType Half>
 class HalfCast final : public Quantizer {
  public:
   explicit HalfCast(const char* name) : name_(name) {}
@@ -28,12 +30,11 @@ class HalfCast final : public Quantizer {
     if (b.size() != count * 2)
       fail(ErrorCode::Corrupt, std::string(name_) + ": value stream holds " + std::to_string(b.size()) +
                                    " bytes, expected " + std::to_string(count * 2));
-    p.values.resize(count);
-    for (uint64_t i = 0; i < count; ++i) {
-      uint16_t h;
-      std::memcpy(&h, b.data() + 2 * i, 2);
-      p.values[i] = From(h);
-    }
+    // Converted in chunks appended to fresh memory (written once, not zero-filled first).
+    p.values.clear();
+    append_chunked<4096>(p.values, count, [&](float* dst, uint64_t first, uint64_t n) {
+      to_f32(Half, b.data() + 2 * first, n, dst);
+    });
   }
 
  private:
@@ -43,10 +44,10 @@ class HalfCast final : public Quantizer {
 }  // namespace
 
 std::unique_ptr<Stage> make_fp16(const Params&, uint32_t) {
-  return std::make_unique<HalfCast<f32_to_f16, f16_to_f32>>("fp16");
+  return std::make_unique<HalfCast<f32_to_f16, DType::F16>>("fp16");
 }
 std::unique_ptr<Stage> make_bf16(const Params&, uint32_t) {
-  return std::make_unique<HalfCast<f32_to_bf16, bf16_to_f32>>("bf16");
+  return std::make_unique<HalfCast<f32_to_bf16, DType::BF16>>("bf16");
 }
 
 }  // namespace gradcodec::stages

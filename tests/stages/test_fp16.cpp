@@ -6,6 +6,7 @@
 #include <gradcodec/half.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 using namespace gradcodec;
@@ -26,6 +27,16 @@ TEST_CASE("f16 conversion: exact values, rounding to nearest even, overflow, sub
   CHECK((f32_to_f16(std::nanf("")) & 0x03ff) != 0);
   // every f16 bit pattern survives f16 -> f32 -> f16 (NaN payloads included)
   for (uint32_t h = 0; h < 65536; ++h) REQUIRE(f32_to_f16(f16_to_f32(static_cast<uint16_t>(h))) == h);
+  // the bulk conversion (a table, used by decoders and readers) gives f16_to_f32's bits for every
+  // pattern, little-endian bytes at an odd address
+  std::vector<uint8_t> bytes(1 + 2 * 65536);
+  for (uint32_t h = 0; h < 65536; ++h) bytes[1 + 2 * h] = static_cast<uint8_t>(h), bytes[2 + 2 * h] = static_cast<uint8_t>(h >> 8);
+  std::vector<float> bulk(65536);
+  f16_to_f32_n(bytes.data() + 1, 65536, bulk.data());
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float one = f16_to_f32(static_cast<uint16_t>(h));
+    REQUIRE(std::memcmp(&bulk[h], &one, 4) == 0);
+  }
 }
 
 TEST_CASE("bf16 conversion rounds to nearest even and keeps NaN", "[fp16]") {

@@ -7,6 +7,8 @@
 namespace gradcodec {
 
 float f16_to_f32(uint16_t h) noexcept;
+// n little-endian binary16 values at src to f32, as f16_to_f32 each (a 64 Ki-entry table).
+void f16_to_f32_n(const uint8_t* src, uint64_t n, float* dst) noexcept;
 uint16_t f32_to_f16(float f) noexcept;  // round to nearest even; overflow → ±Inf; NaN → NaN
 
 inline float bf16_to_f32(uint16_t b) noexcept {
