@@ -116,6 +116,14 @@ class Qsgd final : public Quantizer {
     const uint64_t level_mask = (uint64_t{1} << level_bits_) - 1, code_mask = (uint64_t{1} << w) - 1;
     float table[256];
     uint64_t table_bucket = ~uint64_t{0};
+    // Where a bucket has fewer than 8 values per table entry (8-bit codes, small buckets), the
+    // table would cost more than it saves: each value is then step·(±l), the product rounded to
+    // f32 as the formula does (±l exact in double, and step·(±l) = ±(step·l) bit for bit).
+    const bool direct = (code_mask + 1) * 8 > size;
+    double signed_level[256];
+    for (uint64_t code = 0; code <= code_mask; ++code)
+      signed_level[code] = static_cast<double>(code & level_mask) * (static_cast<double>(code >> level_bits_) * 2.0 - 1.0);
+    double step = 0;
     values.clear();
     // Written in cache-sized chunks straight into fresh memory. A run starts at a chunk start
     // (a multiple of 4096 elements) or a bucket start (byte-aligned by the caller's condition),
@@ -125,8 +133,8 @@ class Qsgd final : public Quantizer {
         const uint64_t b = (first + i) / size;
         if (b != table_bucket) {
           table_bucket = b;
-          const double step = static_cast<double>(norms[b]) / s_;
-          for (uint64_t code = 0; code <= code_mask; ++code) {
+          step = static_cast<double>(norms[b]) / s_;
+          for (uint64_t code = 0; !direct && code <= code_mask; ++code) {
             const double sign = static_cast<double>(code >> level_bits_) * 2.0 - 1.0;
             table[code] = static_cast<float>(step * static_cast<double>(code & level_mask) * sign);
           }
@@ -135,7 +143,14 @@ class Qsgd final : public Quantizer {
         const uint8_t* src = in + (first + i) * w / 8;
         float* out = dst + i;
         uint64_t j = 0;
-        if (w == 4) {
+        if (direct && w == 8) {
+          for (; j < len; ++j) out[j] = static_cast<float>(step * signed_level[src[j]]);
+        } else if (direct) {
+          for (; j < len; ++j) {
+            const unsigned k = static_cast<unsigned>(j % per);
+            out[j] = static_cast<float>(step * signed_level[(src[j / per] >> (8 - w * (k + 1))) & code_mask]);
+          }
+        } else if (w == 4) {
           for (; j + 2 <= len; j += 2, ++src) out[j] = table[*src >> 4], out[j + 1] = table[*src & 15];
         } else {
           for (; j + per <= len; j += per, ++src)
