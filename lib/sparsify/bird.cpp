@@ -125,7 +125,8 @@ class Bird final : public Reducer {
     // The plan's selection was made on the input tensor: usable while no transform changed it.
     const BirdSelection* sel = nullptr;
     BirdSelection own;
-    const bool f32 = p.source && p.source->dtype() == DType::F32;
+    // Screened only while the values are the f32 input's own (no transform changed them).
+    const bool f32 = p.exact && p.source && p.source->dtype() == DType::F32;
     if (plan && p.exact) {
       auto it = plan->weights.find(ctx.tensor);
       if (it != plan->weights.end() && it->second.elements == p.n) {

@@ -229,8 +229,10 @@ class Topk final : public Reducer {
       if (!plan->none) idx = apply_cut(v, {plan->cut.key, plan->ties[ctx.tensor]}, 0);
     } else {
       // Layer scope; also scope=global without a frame pre-pass (a lone tensor is its snapshot).
-      const bool f32 = p.source && p.source->dtype() == DType::F32;
-      idx = topk_select(v, count_.of(v.size()), f32 ? &p.nonfinite : nullptr);
+      // Screened only while reading the f32 input itself: after a transform (ef, delta) the
+      // values are not the input's, and an Inf made there is ranked, not reported.
+      const bool screen = p.exact && p.source && p.source->dtype() == DType::F32;
+      idx = topk_select(v, count_.of(v.size()), screen ? &p.nonfinite : nullptr);
       if (p.nonfinite) return;  // the codec refuses the tensor or stores it raw
     }
     std::vector<float> kept(idx.size());
