@@ -2,6 +2,7 @@
 
 #include "core/pages.hpp"
 #include "quantize/codes.hpp"
+#include "quantize/nibbles.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -116,9 +117,10 @@ class Qsgd final : public Quantizer {
     const uint64_t level_mask = (uint64_t{1} << level_bits_) - 1, code_mask = (uint64_t{1} << w) - 1;
     float table[256];
     uint64_t table_bucket = ~uint64_t{0};
-    // Where a bucket has fewer than 8 values per table entry (8-bit codes, small buckets), the
-    // table would cost more than it saves: each value is then step·(±l), the product rounded to
-    // f32 as the formula does (±l exact in double, and step·(±l) = ±(step·l) bit for bit).
+    // Every value is step·(±l), the product rounded to f32 as the formula does (±l exact in
+    // double, and step·(±l) = ±(step·l) bit for bit). Where a bucket has fewer than 8 values per
+    // table entry (8-bit codes, small buckets), a table would cost more than it saves and each
+    // value is computed directly.
     const bool direct = (code_mask + 1) * 8 > size;
     double signed_level[256];
     for (uint64_t code = 0; code <= code_mask; ++code)
@@ -134,10 +136,8 @@ class Qsgd final : public Quantizer {
         if (b != table_bucket) {
           table_bucket = b;
           step = static_cast<double>(norms[b]) / s_;
-          for (uint64_t code = 0; !direct && code <= code_mask; ++code) {
-            const double sign = static_cast<double>(code >> level_bits_) * 2.0 - 1.0;
-            table[code] = static_cast<float>(step * static_cast<double>(code & level_mask) * sign);
-          }
+          if (!direct)
+            for (uint64_t code = 0; code <= code_mask; ++code) table[code] = static_cast<float>(step * signed_level[code]);
         }
         const uint64_t len = std::min(n, (b + 1) * size - first) - i;
         const uint8_t* src = in + (first + i) * w / 8;
@@ -151,7 +151,8 @@ class Qsgd final : public Quantizer {
             out[j] = static_cast<float>(step * signed_level[(src[j / per] >> (8 - w * (k + 1))) & code_mask]);
           }
         } else if (w == 4) {
-          for (; j + 2 <= len; j += 2, ++src) out[j] = table[*src >> 4], out[j + 1] = table[*src & 15];
+          codes::expand_nibbles(src, len, table, out);
+          j = len;
         } else {
           for (; j + per <= len; j += per, ++src)
             for (unsigned k = 0; k < per; ++k) out[j + k] = table[(*src >> (8 - w * (k + 1))) & code_mask];

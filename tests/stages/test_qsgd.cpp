@@ -2,10 +2,13 @@
 // input, edge sizes and corrupt streams.
 #include <catch2/catch.hpp>
 
+#include "quantize/nibbles.hpp"
 #include "stages/quantize_support.hpp"
 
 #include <bit>
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 using namespace gradcodec;
 using namespace gradcodec::test;
@@ -202,4 +205,35 @@ TEST_CASE("qsgd's fixed-width decode is the formula step·l·sign for every code
           REQUIRE(std::bit_cast<uint32_t>(c.decoded[i]) == std::bit_cast<uint32_t>(want));
         }
       }
+}
+
+TEST_CASE("nibble expansion: the vectorised loop copies the portable loop's table entries bit for bit",
+          "[quantize][qsgd]") {
+  // qsgd's 4-bit decode expands codes sixteen at a time where the CPU has AVX-512; the floats
+  // must not depend on the machine. The table holds -0, a NaN with a payload, a denormal and
+  // distinct values; counts cross the 16-value step, odd counts end on a high nibble, and the
+  // source starts at odd offsets. (Swapping the nibble order or the shift mask fails here.)
+  WARN("vectorised nibble expansion on this CPU: " << (stages::codes::expand_nibbles_vectorised() ? "yes" : "no"));
+  float table[16];
+  for (unsigned c = 0; c < 16; ++c) table[c] = static_cast<float>(c) * 1.5f - 7.0f;
+  table[3] = -0.0f;
+  table[9] = std::bit_cast<float>(uint32_t{0x7fc01234});  // quiet NaN with a payload
+  table[14] = std::numeric_limits<float>::denorm_min();
+  Rng gen(4);
+  std::vector<uint8_t> bytes(700);
+  for (auto& b : bytes) b = static_cast<uint8_t>(gen.next_u64());
+  for (uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{3}})
+    for (uint64_t count : {0, 1, 2, 15, 16, 17, 31, 32, 33, 47, 100, 1001, 1384}) {
+      INFO("count " << count << " offset " << offset);
+      std::vector<float> a(count + 1, 42.0f), b(count + 1, 42.0f);
+      stages::codes::expand_nibbles(bytes.data() + offset, count, table, a.data());
+      stages::codes::expand_nibbles_portable(bytes.data() + offset, count, table, b.data());
+      REQUIRE(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);  // the sentinel past the end too
+      CHECK(a[count] == 42.0f);
+      for (uint64_t i = 0; i < count; ++i) {  // and the portable loop is the rule: high nibble first
+        const uint8_t byte = bytes[offset + i / 2];
+        const unsigned code = i % 2 == 0 ? byte >> 4 : byte & 15u;
+        REQUIRE(std::bit_cast<uint32_t>(b[i]) == std::bit_cast<uint32_t>(table[code]));
+      }
+    }
 }
