@@ -9,6 +9,7 @@
 #include <thread>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <unordered_map>
 
 namespace gradcodec::stages {
@@ -60,58 +61,66 @@ class Bird final : public Reducer {
       if (attach[i] >= 0) dependents[static_cast<size_t>(attach[i])].push_back(static_cast<uint32_t>(i));
     if (dependents.empty()) return nullptr;
     auto plan = std::make_shared<BirdPlan>();
-    // The weights' norms and sampling, `ctx.threads` weights at a time: loaded one by one (format
-    // readers are not thread-safe), sampled in parallel (each from its own generator: the same
-    // selection for any thread count), merged into the plan in frame order.
+    // The weights' norms and sampling on `ctx.threads` workers, each taking the next weight as
+    // it finishes one (a work queue: weights differ in size by 1000×, and fixed batches left a
+    // worker idle behind each batch's largest). Loads are serialised (format readers are not
+    // thread-safe) and a worker holds one tensor at a time, so at most `threads` are loaded.
+    // Each weight is sampled from its own generator and the results are merged in frame order:
+    // the same plan for any thread count. On failure the workers stop taking weights; the error
+    // of the lowest-numbered weight is thrown (every weight before it was taken, so finished).
     std::vector<std::pair<size_t, const std::vector<uint32_t>*>> todo;
     for (const auto& [w, vectors] : dependents) todo.emplace_back(w, &vectors);
-    const size_t batch = std::max<size_t>(1, ctx.threads);
-    // Norm buffers per batch slot, kept across batches: fresh ones per tensor cost page faults
-    // and zero-filling (~30% of the plan's time on VGG16); their contents are overwritten.
-    std::vector<std::vector<float>> l1s(batch), linfs(batch);
-    for (size_t start = 0; start < todo.size(); start += batch) {
-      const size_t end = std::min(todo.size(), start + batch);
-      std::vector<Tensor> tensors;
-      for (size_t k = start; k < end; ++k) {
-        tensors.push_back(frame.load(todo[k].first));
-        check_block(bird_split(tensors.back().shape()), ErrorCode::Usage);
-      }
-      std::vector<BirdPlan::Weight> done(end - start);
-      std::vector<std::exception_ptr> errors(end - start);
-      auto sample = [&](size_t j) {
+    const size_t workers = std::min(todo.size(), std::max<size_t>(1, ctx.threads));
+    std::vector<BirdPlan::Weight> done(todo.size());
+    std::vector<BirdSplit> splits(todo.size());
+    std::vector<std::exception_ptr> errors(todo.size());
+    std::mutex load_mu;
+    size_t next = 0;
+    bool failed = false;  // guarded by load_mu
+    auto work = [&] {
+      // Norm buffers per worker, kept across its weights: fresh ones per tensor cost page faults
+      // and zero-filling (~30% of the plan's time on VGG16); their contents are overwritten.
+      std::vector<float> l1, linf;
+      for (;;) {
+        std::unique_lock<std::mutex> lk(load_mu);
+        if (next >= todo.size() || failed) return;
+        const size_t j = next++;
         try {
-          const Tensor& t = tensors[j];
-          const BirdSplit s = bird_split(t.shape());
+          const Tensor t = frame.load(todo[j].first);
+          lk.unlock();
+          const BirdSplit s = splits[j] = bird_split(t.shape());
+          check_block(s, ErrorCode::Usage);
           StageContext c = ctx;
-          c.tensor = static_cast<uint32_t>(todo[start + j].first);
+          c.tensor = static_cast<uint32_t>(todo[j].first);
           c.info = &t.info;
           done[j].elements = t.elements();
-          std::vector<float>& l1 = l1s[j];
-          std::vector<float>& linf = linfs[j];
           bird_norms(t, s.block, l1, linf);  // no copy of the tensor
           if (t.dtype() == DType::F32)
             done[j].nonfinite = screen_nonfinite(l1, s.block, t.elements(), [&] { return count_nonfinite(t); });
           done[j].sel = bird_sample(l1, linf, s.block, rule_, c);
         } catch (...) {
+          if (!lk.owns_lock()) lk.lock();
           errors[j] = std::current_exception();
+          failed = true;
+          return;
         }
-      };
-      std::vector<std::thread> pool;
-      for (size_t j = 1; j < done.size(); ++j) pool.emplace_back(sample, j);
-      sample(0);
-      for (auto& th : pool) th.join();
-      for (size_t j = 0; j < done.size(); ++j) {
-        if (errors[j]) std::rethrow_exception(errors[j]);
-        const BirdSplit s = bird_split(tensors[j].shape());
-        const auto& [w, vectors] = todo[start + j];
-        std::vector<uint8_t> bitmap(bitmap_bytes(s.channels), 0);
-        for (uint64_t b : done[j].sel.blocks) {
-          const uint64_t o = s.channel_of(b);
-          bitmap[o >> 3] |= static_cast<uint8_t>(0x80u >> (o & 7));
-        }
-        for (uint32_t vec : *vectors) plan->bitmaps[vec] = bitmap;
-        plan->weights[static_cast<uint32_t>(w)] = std::move(done[j]);
       }
+    };
+    std::vector<std::thread> pool;
+    for (size_t k = 1; k < workers; ++k) pool.emplace_back(work);
+    work();
+    for (auto& th : pool) th.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (size_t j = 0; j < todo.size(); ++j) {
+      const auto& [w, vectors] = todo[j];
+      std::vector<uint8_t> bitmap(bitmap_bytes(splits[j].channels), 0);
+      for (uint64_t b : done[j].sel.blocks) {
+        const uint64_t o = splits[j].channel_of(b);
+        bitmap[o >> 3] |= static_cast<uint8_t>(0x80u >> (o & 7));
+      }
+      for (uint32_t vec : *vectors) plan->bitmaps[vec] = bitmap;
+      plan->weights[static_cast<uint32_t>(w)] = std::move(done[j]);
     }
     return plan;
   }

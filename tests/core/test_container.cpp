@@ -168,6 +168,54 @@ TEST_CASE("container: same input, pipeline and seed give the same bytes for 1 an
   CHECK(two == again);
 }
 
+TEST_CASE("bird+'s frame plan: the same bytes for 1, 2, 3 and 5 threads; the first weight's error wins",
+          "[container][bird]") {
+  // bird/bird+ sample every weight with an attached bias in a frame plan before the records are
+  // made, on `threads` workers taking weights from a queue. Weights 1000× apart in size (so the
+  // workers finish out of order), two frames (the second keyed on the first's state).
+  std::vector<std::vector<Tensor>> frames(2);
+  const std::vector<std::pair<uint64_t, uint64_t>> dims = {{4, 9}, {64, 576}, {8, 72}, {256, 1152}, {16, 144},
+                                                           {32, 288}, {2, 18}, {128, 1152}};
+  for (size_t f = 0; f < frames.size(); ++f)
+    for (size_t i = 0; i < dims.size(); ++i) {
+      const auto [o, c] = dims[i];
+      const std::string name = "layer" + std::to_string(i);
+      frames[f].push_back(make_tensor(name + ".weight", {o, c}, gaussian(o * c, 100 * f + i, 0.01f)));
+      frames[f].push_back(make_tensor(name + ".bias", {o}, gaussian(o, 200 * f + i, 0.01f)));
+    }
+  const auto one = make_container("bird+(gamma=1.4)", frames, 7, 1);
+  for (unsigned threads : {2u, 3u, 5u}) {
+    INFO(threads << " threads");
+    CHECK(make_container("bird+(gamma=1.4)", frames, 7, threads) == one);
+  }
+  // A weight that fails to load: whatever the thread count, the lowest-numbered failing weight's
+  // error is the one reported (weights 3 and 5 fail; every worker stops taking weights).
+  for (unsigned threads : {1u, 2u, 3u, 5u}) {
+    INFO(threads << " threads");
+    EncodeOptions eo;
+    eo.seed = 7;
+    eo.threads = threads;
+    SequenceEncoder enc(Pipeline::parse("bird+(gamma=1.4)"), eo);
+    const std::string path = temp_path("plan_error.gcz");
+    ContainerWriter w(path, true, enc.header("[]"));
+    const auto& fr = frames[0];
+    FrameSource src;
+    src.count = fr.size();
+    src.info = [&fr](size_t i) { return fr[i].info; };
+    src.load = [&fr](size_t i) {
+      if (i == 6 || i == 10) fail(ErrorCode::Input, "cannot load tensor " + std::to_string(i));
+      return fr[i];
+    };
+    src.source = "mem";
+    try {
+      enc.encode_frame(src, w);
+      FAIL("the frame encoded");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()) == "cannot load tensor 6");
+    }
+  }
+}
+
 TEST_CASE("container writer: nothing is left behind on failure, no overwrite without force", "[container]") {
   std::string path = temp_path("exists.gcz");
   { std::ofstream(path) << "keep me"; }
