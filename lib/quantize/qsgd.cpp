@@ -2,7 +2,7 @@
 
 #include "core/pages.hpp"
 #include "quantize/codes.hpp"
-#include "quantize/nibbles.hpp"
+#include "quantize/expand.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -143,15 +143,16 @@ class Qsgd final : public Quantizer {
         const uint8_t* src = in + (first + i) * w / 8;
         float* out = dst + i;
         uint64_t j = 0;
-        if (direct && w == 8) {
-          for (; j < len; ++j) out[j] = static_cast<float>(step * signed_level[src[j]]);
+        if (direct && w == 8) {  // codes sign·2^7 | l (levels = 127)
+          codes::scale_codes8(src, len, step, signed_level, out);
+          j = len;
         } else if (direct) {
           for (; j < len; ++j) {
             const unsigned k = static_cast<unsigned>(j % per);
             out[j] = static_cast<float>(step * signed_level[(src[j / per] >> (8 - w * (k + 1))) & code_mask]);
           }
-        } else if (w == 4) {
-          codes::expand_nibbles(src, len, table, out);
+        } else if (w == 4 || w == 2) {
+          codes::expand_codes(src, len, w, table, out);
           j = len;
         } else {
           for (; j + per <= len; j += per, ++src)

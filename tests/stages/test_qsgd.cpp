@@ -2,7 +2,7 @@
 // input, edge sizes and corrupt streams.
 #include <catch2/catch.hpp>
 
-#include "quantize/nibbles.hpp"
+#include "quantize/expand.hpp"
 #include "stages/quantize_support.hpp"
 
 #include <bit>
@@ -207,33 +207,52 @@ TEST_CASE("qsgd's fixed-width decode is the formula step·l·sign for every code
       }
 }
 
-TEST_CASE("nibble expansion: the vectorised loop copies the portable loop's table entries bit for bit",
-          "[quantize][qsgd]") {
-  // qsgd's 4-bit decode expands codes sixteen at a time where the CPU has AVX-512; the floats
-  // must not depend on the machine. The table holds -0, a NaN with a payload, a denormal and
-  // distinct values; counts cross the 16-value step, odd counts end on a high nibble, and the
-  // source starts at odd offsets. (Swapping the nibble order or the shift mask fails here.)
-  WARN("vectorised nibble expansion on this CPU: " << (stages::codes::expand_nibbles_vectorised() ? "yes" : "no"));
+TEST_CASE("code expansion: the vectorised loops give the portable loops' floats bit for bit", "[quantize][qsgd]") {
+  // qsgd's 2-, 4- and 8-bit decodes run sixteen (eight) values per step where the CPU has
+  // AVX-512; the floats must not depend on the machine. Tables hold -0, a NaN with a payload and
+  // a denormal; counts cross the vector step, tails end mid-byte, sources start at odd offsets;
+  // the 8-bit products include -0 (level 0, sign 0), step 0, overflow to Inf and f32 denormals.
+  // (Swapping the nibble order, the shift mask or the 2-bit shifts, or dropping the -0, fails.)
+  WARN("vectorised code expansion on this CPU: " << (stages::codes::expand_vectorised() ? "yes" : "no"));
   float table[16];
   for (unsigned c = 0; c < 16; ++c) table[c] = static_cast<float>(c) * 1.5f - 7.0f;
   table[3] = -0.0f;
-  table[9] = std::bit_cast<float>(uint32_t{0x7fc01234});  // quiet NaN with a payload
-  table[14] = std::numeric_limits<float>::denorm_min();
+  table[1] = std::bit_cast<float>(uint32_t{0x7fc01234});  // quiet NaN with a payload
+  table[2] = std::numeric_limits<float>::denorm_min();
   Rng gen(4);
-  std::vector<uint8_t> bytes(700);
+  std::vector<uint8_t> bytes(1400);
   for (auto& b : bytes) b = static_cast<uint8_t>(gen.next_u64());
-  for (uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{3}})
-    for (uint64_t count : {0, 1, 2, 15, 16, 17, 31, 32, 33, 47, 100, 1001, 1384}) {
-      INFO("count " << count << " offset " << offset);
-      std::vector<float> a(count + 1, 42.0f), b(count + 1, 42.0f);
-      stages::codes::expand_nibbles(bytes.data() + offset, count, table, a.data());
-      stages::codes::expand_nibbles_portable(bytes.data() + offset, count, table, b.data());
-      REQUIRE(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);  // the sentinel past the end too
-      CHECK(a[count] == 42.0f);
-      for (uint64_t i = 0; i < count; ++i) {  // and the portable loop is the rule: high nibble first
-        const uint8_t byte = bytes[offset + i / 2];
-        const unsigned code = i % 2 == 0 ? byte >> 4 : byte & 15u;
-        REQUIRE(std::bit_cast<uint32_t>(b[i]) == std::bit_cast<uint32_t>(table[code]));
+  for (size_t c = 0; c < 256; ++c) bytes[c] = static_cast<uint8_t>(c);  // every 8-bit code
+  const std::vector<uint64_t> counts = {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 100, 1001, 1384};
+  for (unsigned width : {2u, 4u})
+    for (uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{3}})
+      for (uint64_t count : counts) {
+        INFO("width " << width << " count " << count << " offset " << offset);
+        std::vector<float> a(count + 1, 42.0f), b(count + 1, 42.0f);
+        stages::codes::expand_codes(bytes.data() + offset, count, width, table, a.data());
+        stages::codes::expand_codes_portable(bytes.data() + offset, count, width, table, b.data());
+        REQUIRE(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);  // the sentinel past the end too
+        CHECK(a[count] == 42.0f);
+        for (uint64_t i = 0; i < count; ++i) {  // and the portable loop is the rule: high bits first
+          const uint64_t bit = i * width;
+          const unsigned code = (bytes[offset + bit / 8] >> (8 - width - bit % 8)) & ((1u << width) - 1);
+          REQUIRE(std::bit_cast<uint32_t>(b[i]) == std::bit_cast<uint32_t>(table[code]));
+        }
       }
-    }
+  double signed_level[256];
+  for (unsigned c = 0; c < 256; ++c) signed_level[c] = static_cast<double>(c & 127) * ((c >> 7) ? 1.0 : -1.0);
+  for (double step : {0.0, 1.0 / 127, 0.3, 1e-40, 3e36, 1e300})
+    for (uint64_t offset : {uint64_t{0}, uint64_t{1}})
+      for (uint64_t count : counts) {
+        INFO("8-bit, step " << step << " count " << count << " offset " << offset);
+        std::vector<float> a(count + 1, 42.0f), b(count + 1, 42.0f);
+        stages::codes::scale_codes8(bytes.data() + offset, count, step, signed_level, a.data());
+        stages::codes::scale_codes8_portable(bytes.data() + offset, count, step, signed_level, b.data());
+        REQUIRE(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+        for (uint64_t i = 0; i < count; ++i) {
+          const unsigned c = bytes[offset + i];
+          const float want = static_cast<float>(step * static_cast<double>(c & 127) * ((c >> 7) ? 1.0 : -1.0));
+          REQUIRE(std::bit_cast<uint32_t>(b[i]) == std::bit_cast<uint32_t>(want));
+        }
+      }
 }
