@@ -305,7 +305,8 @@ TEST_CASE("npy: a directory of .npy files, in file-name order", "[npy]") {
     check_info(r->arrays()[i], want[i]);
     check_tensor(r->read(i), want[i], "npy");
   }
-  for (const auto& [dir, what] : m.at("dir_errors").items()) {
+  for (const auto& [name, what] : m.at("dir_errors").items()) {
+    const std::string dir = name;  // (a structured binding cannot be captured before C++20)
     INFO(dir);
     Error e = error_of([&] { gf::open_snapshot(fixture("npy/" + dir)); });
     CHECK(e.code() == ErrorCode::Input);
