@@ -19,11 +19,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Output n of a generator stream as a uniform double in [0, 1) (53 bits), like Rng::uniform().
-inline double uniform_at(const Rng& r, uint64_t n) noexcept {
-  return static_cast<double>(static_cast<int64_t>(r.at(n) >> 11)) * 0x1.0p-53;  // < 2^53: exact either way
-}
-
 // The largest element (NaN never wins; 0 when empty), in 8 independent lanes.
 float max_of(std::span<const float> v) noexcept {
   float mx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -320,7 +315,7 @@ BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf
     sel.blocks.resize(u_set.size());
     size_t kept = 0;
     for (size_t j = 0; j < u_set.size(); ++j) {
-      const bool keep = (pinf[j] >= 1.0f) | (uniform_at(r2, u_set[j]) < static_cast<double>(pinf[j]));
+      const bool keep = (pinf[j] >= 1.0f) | (r2.uniform_at(u_set[j]) < static_cast<double>(pinf[j]));
       sel.blocks[kept] = u_set[j];
       kept += keep;
     }
@@ -331,7 +326,7 @@ BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf
     sel.gamma = g.gamma;
     sel.lambda = g.lambda;
     uint64_t k = 0;
-    for (size_t j = 0; j < u_set.size(); ++j) k += plus_trial(uniform_at(r2, u_set[j]), pinf[j], g);
+    for (size_t j = 0; j < u_set.size(); ++j) k += plus_trial(r2.uniform_at(u_set[j]), pinf[j], g);
     if (g.gamma == kInf && g.lambda < 1) {
       uint64_t c1 = 0;
       for (float p : pinf) c1 += p >= 1.0f;

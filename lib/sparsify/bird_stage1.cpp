@@ -14,17 +14,12 @@ namespace {
 
 constexpr uint64_t kChunk = 4096;  // blocks decided per pass into the stack buffer
 
-// Output n of r as a uniform double in [0, 1) (53 bits), like Rng::uniform().
-inline double uniform_at(const Rng& r, uint64_t n) noexcept {
-  return static_cast<double>(static_cast<int64_t>(r.at(n) >> 11)) * 0x1.0p-53;  // < 2^53: exact
-}
-
 // Branch-free: p = 0 and NaN fail u < p by themselves; the maximum always passes.
 size_t decide_portable(const float* l1, uint64_t first, uint64_t end, float lmax, double inv1, const Rng& r,
                        uint64_t* kept) noexcept {
   size_t count = 0;
   for (uint64_t i = first; i < end; ++i) {
-    const bool keep = (l1[i] >= lmax) | (uniform_at(r, i) < static_cast<double>(l1[i]) * inv1);
+    const bool keep = (l1[i] >= lmax) | (r.uniform_at(i) < static_cast<double>(l1[i]) * inv1);
     kept[count] = i;
     count += keep;
   }

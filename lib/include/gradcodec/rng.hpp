@@ -34,6 +34,11 @@ class Rng {
   uint64_t at(uint64_t n) const noexcept { return mix(key_ + n * kGamma); }
   // Uniform in [0, 1) with 53 random bits.
   double uniform() noexcept { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+  // Output n as uniform() gives it, without advancing (samplers keyed by position). The signed
+  // conversion is the cheaper instruction; the value is < 2^53, so exact either way.
+  double uniform_at(uint64_t n) const noexcept {
+    return static_cast<double>(static_cast<int64_t>(at(n) >> 11)) * 0x1.0p-53;
+  }
   // Uniform in [0, 1) with 24 random bits (exactly representable as float).
   float uniform_f() noexcept { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
   // Uniform integer in [0, n), n > 0, unbiased (Lemire's multiply-and-reject).
