@@ -239,7 +239,11 @@ const std::vector<StageEntry>& build_table() {
        {int_param("width", "0", 0, 16, "element width in bytes; 0 = the stream's own"), stream_param()},
        make_shuffle, "byte shuffle (byte j of every element together)", "Blosc / HDF5 shuffle filter", "shuffle | zstd"},
       {"zstd", StageKind::Lossless, 1, {},
-       {int_param("level", "3", -7, 22, "zstd compression level"), stream_param()}, make_zstd,
+       {int_param("level", "3", -7, 22, "zstd compression level"),
+        int_param("minmatch", "0", 0, 7, "shortest match searched, 3..7 (0 = the level's)"),
+        int_param("hashlog", "0", 0, 25, "log2 of the match finder's hash table, 6..25 (0 = the level's)"),
+        stream_param()},
+       make_zstd,
        "Zstandard", "RFC 8878", "zstd(level=1)"},
       {"lzma", StageKind::Lossless, 1, {},
        {int_param("preset", "6", 0, 9, "xz preset 0..9"), stream_param()}, make_lzma, "LZMA2 (liblzma)",
@@ -260,7 +264,7 @@ const StageEntry* find_stage(const std::string& name) noexcept {
 
 const std::vector<Preset>& preset_table() {
   static const std::vector<Preset> presets = {
-      {"lossless", "raw | shuffle | zstd(level=1)", "bit-exact: byte shuffle + Zstandard"},
+      {"lossless", "raw | shuffle | zstd(level=1, minmatch=7, hashlog=10)", "bit-exact: byte shuffle + Zstandard"},
       {"fp16", "fp16", "half-precision cast (PyTorch's fp16_compress_hook)"},
       {"qsgd8", "qsgd(levels=127, bucket=512)", "QSGD 8-bit, bucket 512 (Alistarh et al. 2017; DeepReduce's bucket)"},
       {"qsgd4", "qsgd(levels=7, bucket=512)", "QSGD 4-bit, bucket 512 (Alistarh et al. 2017)"},

@@ -19,7 +19,7 @@ size_t checked(size_t r) {
 
 class Zstd final : public Lossless {
  public:
-  explicit Zstd(int level) : level_(level) {}
+  Zstd(int level, int minmatch, int hashlog) : level_(level), minmatch_(minmatch), hashlog_(hashlog) {}
   // Streamed into a vector that grows by what zstd writes (its capacity reserved up front, so it
   // never moves): only the compressed bytes are touched. A compressBound-sized output buffer
   // would keep about the input's size resident per running job until the record is written
@@ -28,6 +28,9 @@ class Zstd final : public Lossless {
     std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
     if (!cctx) fail(ErrorCode::Internal, "zstd: cannot create a compression context");
     checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level_));
+    // Encoder-only tuning (the frame does not record it; any zstd decoder reads the result).
+    if (minmatch_) checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_minMatch, minmatch_));
+    if (hashlog_) checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_hashLog, hashlog_));
     checked(ZSTD_CCtx_setPledgedSrcSize(cctx.get(), in.size()));  // the frame records the size
     // The input stays put until the frame ends: zstd reads it in place instead of copying it
     // through a window-sized buffer of its own (~2 MB per job at level 3).
@@ -79,13 +82,19 @@ class Zstd final : public Lossless {
   }
 
  private:
-  int level_;
+  int level_, minmatch_, hashlog_;  // 0: the level's own
 };
 
 }  // namespace
 
 std::unique_ptr<Stage> make_zstd(const Params& p, uint32_t) {
-  auto s = std::make_unique<Zstd>(static_cast<int>(p.integer("level")));
+  const auto minmatch = p.integer("minmatch"), hashlog = p.integer("hashlog");
+  if (minmatch != 0 && minmatch < 3)
+    fail(ErrorCode::Usage, "zstd: minmatch must be 0 (the level's) or 3..7, got " + std::to_string(minmatch));
+  if (hashlog != 0 && hashlog < 6)
+    fail(ErrorCode::Usage, "zstd: hashlog must be 0 (the level's) or 6..25, got " + std::to_string(hashlog));
+  auto s = std::make_unique<Zstd>(static_cast<int>(p.integer("level")), static_cast<int>(minmatch),
+                                  static_cast<int>(hashlog));
   s->only_stream = p.text("stream") == "all" ? "" : p.text("stream");
   return s;
 }

@@ -45,7 +45,10 @@ TEST_CASE("text -> JSON -> text is the identity for every preset and stage examp
 
 TEST_CASE("JSON names every parameter with its version", "[pipeline]") {
   std::string j = Pipeline::parse("zstd").json();
-  CHECK(j == R"([{"stage":"raw","version":1,"params":{}},{"stage":"zstd","version":1,"params":{"level":3,"stream":"all"}}])");
+  CHECK(j == R"([{"stage":"raw","version":1,"params":{}},{"stage":"zstd","version":1,"params":{"level":3,"minmatch":0,"hashlog":0,"stream":"all"}}])");
+  // A header written before a parameter existed reads with its default (containers stay readable).
+  CHECK(Pipeline::from_json(R"([{"stage":"raw","version":1,"params":{}},{"stage":"zstd","version":1,"params":{"level":1,"stream":"all"}}])")
+            .text() == "raw | zstd(level=1)");
 }
 
 TEST_CASE("numbers accept exponents and percent", "[pipeline]") {
