@@ -1,0 +1,268 @@
+// SequenceEncoder (see codec.hpp): frames of tensors into container records, on a pool of
+// worker threads that keeps the bytes the same for any thread count and memory bounded.
+#include <gradcodec/codec.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+namespace gradcodec {
+
+struct SequenceEncoder::Impl {
+  Pipeline pipeline;
+  EncodeOptions opt;
+  PipelineStages stages;
+  std::unordered_map<std::string, PipelineStages::TensorState> states;
+  Impl(const Pipeline& p, const EncodeOptions& o) : pipeline(p), opt(o), stages(p) {}
+};
+
+SequenceEncoder::SequenceEncoder(const Pipeline& p, const EncodeOptions& o) : impl_(std::make_unique<Impl>(p, o)) {}
+SequenceEncoder::~SequenceEncoder() = default;
+
+ContainerHeader SequenceEncoder::header(const std::string& inputs_json) const {
+  ContainerHeader h;
+  h.tool = tool_version();
+  h.pipeline_json = impl_->pipeline.json();
+  h.pipeline_text = impl_->pipeline.text();
+  h.seed = impl_->opt.seed;
+  h.keyframe_interval = impl_->opt.keyframe_interval;
+  h.inputs_json = inputs_json;
+  return h;
+}
+
+namespace {
+struct Job {
+  Tensor tensor;             // its data is dropped once encoded (see release_input)
+  uint64_t input_bytes = 0;  // the tensor's bytes as stored
+  Streams streams;
+  Storage storage = Storage::Pipeline;
+  uint64_t kept = 0;
+  StageTimes times;
+  StageStats stats;
+  int variant = -1;  // PipelineStages::variant() that made the record
+  std::exception_ptr error;
+};
+}  // namespace
+
+std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src, ContainerWriter& w) {
+  Impl& im = *impl_;
+  const uint32_t frame = frame_;
+  const bool keyframe = frame == 0 || (im.opt.keyframe_interval && frame % im.opt.keyframe_interval == 0);
+  w.begin_frame({frame, keyframe, src.source});
+  std::vector<TensorOutcome> outcomes;
+  std::set<std::string> seen;
+  const unsigned threads = std::max(1u, im.opt.threads);
+
+  StageContext plan_ctx;
+  plan_ctx.seed = im.opt.seed;
+  plan_ctx.frame = frame;
+  plan_ctx.keyframe = keyframe;
+  plan_ctx.threads = threads;
+  FrameView view;
+  view.count = src.count;
+  view.info = src.info;
+  view.load = src.load;
+  std::shared_ptr<const StageState> plan =
+      im.stages.plan_frame(view, plan_ctx, [&](size_t i) -> const PipelineStages::TensorState* {
+        auto it = im.states.find(src.info(i).name);
+        return it == im.states.end() ? nullptr : &it->second;
+      });
+
+  auto run = [&](Job& job, uint32_t index) {
+    try {
+      const Tensor& t = job.tensor;
+      if (t.dtype() == DType::Other) {
+        job.storage = Storage::PassThrough;
+        job.streams.add("raw").bytes.assign(t.data.data(), t.data.data() + t.data.size());
+        return;
+      }
+      auto& st = im.states.at(t.name());  // created before the workers start
+      if (keyframe) st.dec.clear();
+      // A lossy pipeline's tensor with NaN/Inf is refused or stored raw. Counted here, or by the
+      // pipeline's first stage as it reads an f32 tensor (PipelineStages::screens_nonfinite).
+      const bool screened = im.stages.screens_nonfinite() && t.dtype() == DType::F32;
+      uint64_t nonfinite = im.stages.lossless() || screened ? 0 : count_nonfinite(t);
+      auto refuse_nonfinite = [&] {
+        if (nonfinite && im.opt.nonfinite == NonFinite::Refuse)
+          fail(ErrorCode::Input, src.source + ": tensor '" + t.name() + "' has " + std::to_string(nonfinite) +
+                                     " non-finite value(s) (NaN/Inf) and the pipeline is lossy; --nonfinite=raw "
+                                     "stores such tensors raw");
+      };
+      refuse_nonfinite();
+      StageContext ctx;
+      ctx.seed = im.opt.seed;
+      ctx.frame = frame;
+      ctx.tensor = index;
+      ctx.keyframe = keyframe;
+      ctx.info = &t.info;
+      ctx.frame_plan = plan.get();
+      PipelineStages::Encoded enc;
+      if (!nonfinite) {  // (else NonFinite::Raw: the tensor is stored raw, as it is)
+        enc = im.stages.encode(t, ctx, st, im.opt.time_stages);
+        job.times = enc.times;
+        job.kept = enc.kept;
+        if (screened) nonfinite = enc.nonfinite;
+        refuse_nonfinite();
+      }
+      if (nonfinite || enc.streams.total_bytes() >= t.data.size()) {
+        enc = PipelineStages::Encoded{};  // free the larger-than-raw streams before the raw copy
+        job.kept = t.elements();  // every value sent, exactly
+        job.storage = Storage::Raw;
+        job.streams.add("raw", static_cast<uint8_t>(dtype_size(t.dtype())))
+            .bytes.assign(t.data.data(), t.data.data() + t.data.size());
+        im.stages.observe_raw(t, ctx, st, true);
+      } else {
+        job.storage = Storage::Pipeline;
+        job.stats = std::move(enc.stats);
+        job.variant = enc.variant;
+        if (im.stages.stateful()) {
+          // The mirror decoder decodes what the decoder will: the record's variant, if any.
+          const PipelineStages& ds = enc.variant >= 0 ? im.stages.variant(enc.variant) : im.stages;
+          std::vector<float> recon;
+          ds.decode(t.info, std::move(enc.plain), false, ctx, st, &recon);
+          im.stages.after_encode(recon, ctx, st);
+        }
+        job.streams = std::move(enc.streams);
+      }
+    } catch (...) {
+      job.error = std::current_exception();
+    }
+  };
+
+  // Names first (metadata only): duplicates are refused before any record is written, and every
+  // tensor's state slot exists before the workers start (they only look slots up).
+  for (size_t i = 0; i < src.count; ++i) {
+    const std::string name = src.info(i).name;
+    if (!seen.insert(name).second) fail(ErrorCode::Input, src.source + ": tensor '" + name + "' appears twice");
+    im.states[name];
+  }
+  // The records go to the writer in source order, whatever order the tensors finish in.
+  auto commit = [&](Job& job) {
+    if (job.error) std::rethrow_exception(job.error);
+    uint64_t before = w.bytes_written();
+    const uint32_t variant = job.variant >= 0 ? w.variant(im.stages.variant(job.variant).pipeline().json()) : 0;
+    w.add(job.tensor.info, job.storage, variant, job.streams);
+    TensorOutcome o;
+    o.info = job.tensor.info;
+    o.storage = job.storage;
+    o.input_bytes = job.input_bytes;
+    o.record_bytes = w.bytes_written() - before;
+    for (const auto& s : job.streams.all()) o.streams.emplace_back(s.name, s.bytes.size());
+    o.kept = job.kept;
+    o.times = job.times;
+    o.stats = std::move(job.stats);
+    outcomes.push_back(std::move(o));
+  };
+  // Once its record is made, a tensor's bytes are not needed: dropping them before the record is
+  // written lets a memory-mapped input's pages go (InputFile::slice) while earlier records wait.
+  auto release_input = [](Job& job) {
+    job.input_bytes = job.tensor.data.size();
+    job.tensor.data = Buffer();
+  };
+  auto load = [&](Job& job, size_t i) {
+    job.tensor = src.load(i);
+    if (job.tensor.name() != src.info(i).name)
+      fail(ErrorCode::Internal, src.source + ": tensor " + std::to_string(i) + " loaded under another name");
+  };
+  if (threads == 1 || src.count <= 1) {
+    for (size_t i = 0; i < src.count; ++i) {
+      Job job;
+      load(job, i);
+      run(job, static_cast<uint32_t>(i));
+      release_input(job);
+      commit(job);
+    }
+  } else {
+    // A pool of `threads` workers takes the tensors in order (loading is serialised: format
+    // readers need not be thread-safe). Memory stays bounded whatever the tensors' sizes: the
+    // tensors loaded and not yet written hold at most (threads + ½) × the largest tensor's bytes
+    // (the next tensor to write is always admitted), and at most 4 × threads of them at a time.
+    // A byte budget rather than a count keeps small tensors (biases) from stalling the pool,
+    // and no more big tensors are in flight than there are threads.
+    std::vector<uint64_t> bytes_of(src.count, 0);
+    uint64_t largest = 0;
+    for (size_t i = 0; i < src.count; ++i) {
+      const TensorInfo info = src.info(i);
+      if (is_float(info.dtype)) bytes_of[i] = info.elements() * dtype_size(info.dtype);
+      largest = std::max(largest, bytes_of[i]);
+    }
+    const uint64_t budget = threads * largest + largest / 2;
+    const size_t most = 4 * static_cast<size_t>(threads);
+    std::vector<std::unique_ptr<Job>> slots(src.count);
+    std::mutex mu, load_mu;
+    std::condition_variable cv;
+    size_t next = 0, written = 0;
+    uint64_t in_flight = 0;  // bytes of the tensors taken and not yet written
+    bool stop = false;
+    auto admit = [&] {
+      return next == written || (next < written + most && in_flight + bytes_of[next] <= budget);
+    };
+    auto worker = [&] {
+      for (;;) {
+        size_t i;
+        {
+          std::unique_lock<std::mutex> lk(mu);
+          cv.wait(lk, [&] { return stop || next >= src.count || admit(); });
+          if (stop || next >= src.count) return;
+          i = next++;
+          in_flight += bytes_of[i];
+        }
+        auto job = std::make_unique<Job>();
+        try {
+          std::lock_guard<std::mutex> lk(load_mu);
+          load(*job, i);
+        } catch (...) {
+          job->error = std::current_exception();
+        }
+        if (!job->error) {
+          run(*job, static_cast<uint32_t>(i));
+          release_input(*job);
+        }
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          if (job->error) stop = true;
+          slots[i] = std::move(job);
+        }
+        cv.notify_all();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned k = 0; k < std::min<size_t>(threads, src.count); ++k) pool.emplace_back(worker);
+    std::exception_ptr failure;
+    for (size_t i = 0; i < src.count && !failure; ++i) {
+      std::unique_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return slots[i] != nullptr; });
+        job = std::move(slots[i]);
+      }
+      try {
+        commit(*job);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      job.reset();  // the tensor and its streams are freed before the next is admitted
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        in_flight -= bytes_of[i];
+        ++written;
+        if (failure) stop = true;
+      }
+      cv.notify_all();
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    for (auto& th : pool) th.join();
+    if (failure) std::rethrow_exception(failure);
+  }
+  ++frame_;
+  return outcomes;
+}
+
+}  // namespace gradcodec
