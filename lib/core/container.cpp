@@ -391,6 +391,13 @@ void ContainerReader::verify_streams(const RecordMeta& m) const {
       corrupt("stream '" + si.name + "' of tensor " + m.info.name, si.offset, "checksum mismatch");
 }
 
+Buffer ContainerReader::raw_view(const RecordMeta& m) const {
+  if ((m.storage != Storage::Raw && m.storage != Storage::PassThrough) || m.streams.size() != 1)
+    fail(ErrorCode::Internal, "raw_view of a record that is not raw");
+  verify_streams(m);
+  return file_->slice(m.streams[0].offset, m.streams[0].size);
+}
+
 Streams ContainerReader::streams(const RecordMeta& m) const {
   Streams out;
   for (const auto& si : m.streams) {

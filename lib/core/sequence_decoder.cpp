@@ -3,6 +3,7 @@
 #include <gradcodec/codec.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 
 namespace gradcodec {
@@ -47,12 +48,18 @@ struct SequenceDecoder::Impl {
       fail(ErrorCode::Input, reader.path() + ": tensor '" + m.info.name + "' of frame " + std::to_string(f) +
                                  " needs " + std::to_string(need) + " bytes to decode, over the memory limit of " +
                                  std::to_string(opt.memory_limit) + " bytes (--memory-limit)");
-    Streams s = reader.streams(m);
     Tensor out;
     out.info = m.info;
+    Streams s;
     if (m.storage == Storage::PassThrough || m.storage == Storage::Raw) {
-      std::vector<uint8_t> bytes = std::move(s.all()[0].bytes);
-      out.data = Buffer(std::move(bytes));
+      // The container's bytes, checked, without a copy — unless they are misaligned for the
+      // element type (tensors' data is aligned for it, as the format readers guarantee).
+      out.data = reader.raw_view(m);
+      const size_t w = dtype_size(m.info.dtype);  // 0 for pass-through bytes
+      if (w > 1 && reinterpret_cast<uintptr_t>(out.data.data()) % w != 0)
+        out.data = Buffer(std::vector<uint8_t>(out.data.data(), out.data.data() + out.data.size()));
+    } else {
+      s = reader.streams(m);
     }
     StageContext ctx;
     ctx.seed = reader.header().seed;

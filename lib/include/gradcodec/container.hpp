@@ -96,10 +96,13 @@ class ContainerReader {
   size_t record_count(size_t f) const;
   // Record metadata (checksummed); reads only the record's metadata block.
   RecordMeta record(size_t f, size_t i) const;
-  // The record's streams, each checked against its checksum.
   // Checks every stream's checksum (Corrupt on a mismatch) without copying the bytes.
   void verify_streams(const RecordMeta& m) const;
+  // The record's streams, each checked against its checksum.
   Streams streams(const RecordMeta& meta) const;
+  // The one stream of a raw or pass-through record, checked against its checksum, as a view of
+  // the container's bytes (no copy; the view keeps the file open). Internal error for others.
+  Buffer raw_view(const RecordMeta& meta) const;
   // Variant pipelines (canonical JSON); index 0 is the header's pipeline.
   const std::vector<std::string>& variants() const noexcept { return variants_; }
   uint64_t file_size() const noexcept { return file_->size(); }
