@@ -176,17 +176,40 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
   return out;
 }
 
+bool PipelineStages::undo_lossless(Stream& s, std::span<const uint8_t> in, uint64_t n) const {
+  bool undone = false;
+  for (auto it = lossless_.rbegin(); it != lossless_.rend(); ++it) {
+    const auto* l = static_cast<const Lossless*>(stages_[*it].get());
+    if (!l->only_stream.empty() && l->only_stream != s.name) continue;
+    s.bytes = undone ? l->decode(s.bytes, stream_bound(n)) : l->decode(in, stream_bound(n));
+    undone = true;
+  }
+  return undone;
+}
+
+void PipelineStages::undo_lossless(Streams& streams, uint64_t n) const {
+  if (lossless_.empty()) return;
+  for (auto& s : streams.all()) {
+    std::vector<uint8_t> stored = std::move(s.bytes);
+    if (!undo_lossless(s, stored, n)) s.bytes = std::move(stored);
+  }
+}
+
+Streams PipelineStages::read_streams(const ContainerReader& reader, const RecordMeta& m) const {
+  Streams out;
+  for (size_t k = 0; k < m.streams.size(); ++k) {
+    Stream& s = out.add(m.streams[k].name, m.streams[k].width);
+    const std::span<const uint8_t> stored = reader.stream_bytes(m, k);
+    if (!undo_lossless(s, stored, m.info.elements())) s.bytes.assign(stored.begin(), stored.end());
+  }
+  return out;
+}
+
 Tensor PipelineStages::decode(const TensorInfo& info, Streams streams, bool lossless_applied,
                               const StageContext& base, TensorState& st,
                               std::vector<float>* before_transforms, uint64_t* kept) const {
   const uint64_t n = info.elements();
-  if (lossless_applied) {
-    for (auto it = lossless_.rbegin(); it != lossless_.rend(); ++it) {
-      const auto* l = static_cast<const Lossless*>(stages_[*it].get());
-      for (auto& s : streams.all())
-        if (l->only_stream.empty() || l->only_stream == s.name) s.bytes = l->decode(s.bytes, stream_bound(n));
-    }
-  }
+  if (lossless_applied) undo_lossless(streams, n);
   Payload p;
   p.info = &info;
   p.n = n;
@@ -237,13 +260,7 @@ Tensor PipelineStages::decode(const TensorInfo& info, Streams streams, bool loss
 StageStats PipelineStages::stats(const TensorInfo& info, Streams streams, bool lossless_applied) const {
   StageStats out;
   if (!has_stats_) return out;
-  if (lossless_applied) {
-    for (auto it = lossless_.rbegin(); it != lossless_.rend(); ++it) {
-      const auto* l = static_cast<const Lossless*>(stages_[*it].get());
-      for (auto& s : streams.all())
-        if (l->only_stream.empty() || l->only_stream == s.name) s.bytes = l->decode(s.bytes, stream_bound(info.elements()));
-    }
-  }
+  if (lossless_applied) undo_lossless(streams, info.elements());
   for (const auto& st : stages_) st->stream_stats(streams, out);
   return out;
 }

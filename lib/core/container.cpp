@@ -391,6 +391,15 @@ void ContainerReader::verify_streams(const RecordMeta& m) const {
       corrupt("stream '" + si.name + "' of tensor " + m.info.name, si.offset, "checksum mismatch");
 }
 
+std::span<const uint8_t> ContainerReader::stream_bytes(const RecordMeta& m, size_t k) const {
+  if (k >= m.streams.size()) fail(ErrorCode::Internal, "stream index out of range");
+  const auto& si = m.streams[k];
+  const uint8_t* p = file_->data() + si.offset;
+  if (xxh3(p, si.size) != si.checksum)
+    corrupt("stream '" + si.name + "' of tensor " + m.info.name, si.offset, "checksum mismatch");
+  return {p, si.size};
+}
+
 Buffer ContainerReader::raw_view(const RecordMeta& m) const {
   if ((m.storage != Storage::Raw && m.storage != Storage::PassThrough) || m.streams.size() != 1)
     fail(ErrorCode::Internal, "raw_view of a record that is not raw");
@@ -400,12 +409,9 @@ Buffer ContainerReader::raw_view(const RecordMeta& m) const {
 
 Streams ContainerReader::streams(const RecordMeta& m) const {
   Streams out;
-  for (const auto& si : m.streams) {
-    const uint8_t* p = file_->data() + si.offset;
-    if (xxh3(p, si.size) != si.checksum)
-      corrupt("stream '" + si.name + "' of tensor " + m.info.name, si.offset, "checksum mismatch");
-    Stream& s = out.add(si.name, si.width);
-    s.bytes.assign(p, p + si.size);
+  for (size_t k = 0; k < m.streams.size(); ++k) {
+    const std::span<const uint8_t> b = stream_bytes(m, k);
+    out.add(m.streams[k].name, m.streams[k].width).bytes.assign(b.begin(), b.end());
   }
   return out;
 }

@@ -59,7 +59,7 @@ struct SequenceDecoder::Impl {
       if (w > 1 && reinterpret_cast<uintptr_t>(out.data.data()) % w != 0)
         out.data = Buffer(std::vector<uint8_t>(out.data.data(), out.data.data() + out.data.size()));
     } else {
-      s = reader.streams(m);
+      s = stages(m.variant).read_streams(reader, m);  // lossless stages undone from the container's bytes
     }
     StageContext ctx;
     ctx.seed = reader.header().seed;
@@ -73,7 +73,7 @@ struct SequenceDecoder::Impl {
       kept = m.info.elements();  // every value sent, exactly (as the encoder counts it)
       stages(m.variant).observe_raw(out, ctx, chain.state, false);
     } else if (m.storage == Storage::Pipeline) {
-      out = stages(m.variant).decode(m.info, std::move(s), true, ctx, chain.state, nullptr, &kept);
+      out = stages(m.variant).decode(m.info, std::move(s), false, ctx, chain.state, nullptr, &kept);
     }
     chain.last_frame = static_cast<long long>(f);
     return out;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,10 @@ class PipelineStages {
   // (Encoded::kept of the encoder: n when dense, kept positions × block, factor entries).
   Tensor decode(const TensorInfo& info, Streams streams, bool lossless_applied, const StageContext& ctx,
                 TensorState& st, std::vector<float>* before_transforms = nullptr, uint64_t* kept = nullptr) const;
+  // A record's streams read from the container with the lossless stages undone (for decode()
+  // with lossless_applied = false): each stream checked against its checksum, and the first
+  // lossless stage to undo reads the container's bytes in place (no copy of the record).
+  Streams read_streams(const ContainerReader& reader, const RecordMeta& meta) const;
   // True when a stage reports figures from its streams (Stage::has_stats).
   bool has_stats() const noexcept { return has_stats_; }
   // The stages' figures for one record (inspect): undoes the lossless stages when
@@ -91,6 +96,11 @@ class PipelineStages {
 
  private:
   StageContext stage_ctx(const StageContext& base, size_t pos, std::vector<std::unique_ptr<StageState>>& slots) const;
+  // Undoes the lossless stages that apply to stream `s` (last stage first) into s.bytes, reading
+  // its stored bytes `in` where they are; false (s untouched) when no lossless stage applies.
+  bool undo_lossless(Stream& s, std::span<const uint8_t> in, uint64_t n) const;
+  // The same for every stream held in memory (decode/stats with lossless_applied).
+  void undo_lossless(Streams& streams, uint64_t n) const;
   Pipeline pipeline_;
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<size_t> transforms_;  // positions

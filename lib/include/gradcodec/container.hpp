@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,9 @@ class ContainerReader {
   void verify_streams(const RecordMeta& m) const;
   // The record's streams, each checked against its checksum.
   Streams streams(const RecordMeta& meta) const;
+  // Stream k of the record, checked against its checksum, as the container's bytes in place
+  // (valid while this reader lives).
+  std::span<const uint8_t> stream_bytes(const RecordMeta& meta, size_t k) const;
   // The one stream of a raw or pass-through record, checked against its checksum, as a view of
   // the container's bytes (no copy; the view keeps the file open). Internal error for others.
   Buffer raw_view(const RecordMeta& meta) const;
