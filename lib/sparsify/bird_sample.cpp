@@ -315,7 +315,8 @@ BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf
     sel.blocks.resize(u_set.size());
     size_t kept = 0;
     for (size_t j = 0; j < u_set.size(); ++j) {
-      const bool keep = (pinf[j] >= 1.0f) | (r2.uniform_at(u_set[j]) < static_cast<double>(pinf[j]));
+      const double v = r2.uniform_at(u_set[j]);
+      const bool keep = static_cast<int>(pinf[j] >= 1.0f) | static_cast<int>(v < static_cast<double>(pinf[j]));  // no branch
       sel.blocks[kept] = u_set[j];
       kept += keep;
     }

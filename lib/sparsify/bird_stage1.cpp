@@ -19,7 +19,8 @@ size_t decide_portable(const float* l1, uint64_t first, uint64_t end, float lmax
                        uint64_t* kept) noexcept {
   size_t count = 0;
   for (uint64_t i = first; i < end; ++i) {
-    const bool keep = (l1[i] >= lmax) | (r.uniform_at(i) < static_cast<double>(l1[i]) * inv1);
+    const double u = r.uniform_at(i);
+    const bool keep = (l1[i] >= lmax) | (u < static_cast<double>(l1[i]) * inv1);
     kept[count] = i;
     count += keep;
   }
