@@ -3,7 +3,6 @@
 #include <gradcodec/codec.hpp>
 
 #include <algorithm>
-#include <cstdint>
 #include <unordered_map>
 
 namespace gradcodec {
@@ -51,16 +50,10 @@ struct SequenceDecoder::Impl {
     Tensor out;
     out.info = m.info;
     Streams s;
-    if (m.storage == Storage::PassThrough || m.storage == Storage::Raw) {
-      // The container's bytes, checked, without a copy — unless they are misaligned for the
-      // element type (tensors' data is aligned for it, as the format readers guarantee).
-      out.data = reader.raw_view(m);
-      const size_t w = dtype_size(m.info.dtype);  // 0 for pass-through bytes
-      if (w > 1 && reinterpret_cast<uintptr_t>(out.data.data()) % w != 0)
-        out.data = Buffer(std::vector<uint8_t>(out.data.data(), out.data.data() + out.data.size()));
-    } else {
+    if (m.storage == Storage::PassThrough || m.storage == Storage::Raw)
+      out.data = reader.raw_view(m);  // the container's bytes, checked, not copied when aligned
+    else
       s = stages(m.variant).read_streams(reader, m);  // lossless stages undone from the container's bytes
-    }
     StageContext ctx;
     ctx.seed = reader.header().seed;
     ctx.frame = static_cast<uint32_t>(f);

@@ -105,7 +105,8 @@ class ContainerReader {
   // (valid while this reader lives).
   std::span<const uint8_t> stream_bytes(const RecordMeta& meta, size_t k) const;
   // The one stream of a raw or pass-through record, checked against its checksum, as a view of
-  // the container's bytes (no copy; the view keeps the file open). Internal error for others.
+  // the container's bytes (no copy; the view keeps the file open) when they sit at an address
+  // aligned for the dtype, else an aligned copy. Internal error for other records.
   Buffer raw_view(const RecordMeta& meta) const;
   // Variant pipelines (canonical JSON); index 0 is the header's pipeline.
   const std::vector<std::string>& variants() const noexcept { return variants_; }
