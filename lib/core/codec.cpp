@@ -155,9 +155,14 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
     coder->select(p, dense, ctx_for(indexer_));
     dense = {};
   }
+  std::span<const uint8_t> borrowed;  // the value stream's bytes, when they are the tensor's own
   {
     Timer tm(out.times, StageKind::Quantizer, timed);
-    static_cast<Quantizer*>(stages_[quantizer_].get())->encode(p, out.streams, ctx_for(quantizer_));
+    auto* q = static_cast<Quantizer*>(stages_[quantizer_].get());
+    // The lossless stages may read the tensor's bytes in place when nothing else reads the
+    // streams before them (stage figures, the mirror decoder's plain streams).
+    if (!lossless_.empty() && !has_stats_ && !stateful_) borrowed = q->encode_borrowing(p, out.streams, ctx_for(quantizer_));
+    else q->encode(p, out.streams, ctx_for(quantizer_));
   }
   out.kept = p.value_count();
   if (coder && p.sparse && !p.index_implicit) {
@@ -168,12 +173,37 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
     for (const auto& st : stages_) st->stream_stats(out.streams, out.stats);
   if (stateful_) out.plain = out.streams;
   Timer tm(out.times, StageKind::Lossless, timed && !lossless_.empty());
-  for (size_t pos : lossless_) {
-    const auto* l = static_cast<const Lossless*>(stages_[pos].get());
-    for (auto& s : out.streams.all())
-      if (l->only_stream.empty() || l->only_stream == s.name) s.bytes = l->encode(s.bytes, s.width);
+  Stream* lent = borrowed.data() ? out.streams.find(kValueStream) : nullptr;
+  if (borrowed.data() && (!lent || !lent->bytes.empty()))
+    fail(ErrorCode::Internal, "a quantizer lent its bytes without an empty value stream");
+  for (auto& s : out.streams.all()) {
+    const bool borrows = &s == lent;
+    if (!encode_lossless(s, borrows ? borrowed : std::span<const uint8_t>(s.bytes)) && borrows)
+      s.bytes.assign(borrowed.begin(), borrowed.end());  // no lossless stage took them
   }
   return out;
+}
+
+bool PipelineStages::encode_lossless(Stream& s, std::span<const uint8_t> in) const {
+  std::vector<const Lossless*> chain;
+  for (size_t pos : lossless_) {
+    const auto* l = static_cast<const Lossless*>(stages_[pos].get());
+    if (l->only_stream.empty() || l->only_stream == s.name) chain.push_back(l);
+  }
+  if (chain.empty()) return false;
+  std::vector<uint8_t> cur;
+  for (size_t k = 0; k < chain.size(); ++k) {
+    const bool first = k == 0;
+    const std::span<const uint8_t> src = first ? in : std::span<const uint8_t>(cur);
+    Lossless::Pieces pieces;
+    if (k + 1 < chain.size() && chain[k + 1]->reads_pieces()) pieces = chain[k]->encode_pieces(src, s.width);
+    // Two stages at once where they can (nothing in between is held), else one.
+    std::vector<uint8_t> next = pieces.next ? chain[++k]->encode_from(pieces, s.width) : chain[k]->encode(src, s.width);
+    cur = std::move(next);
+    if (first) std::vector<uint8_t>().swap(s.bytes);  // `in` has been read: its stream's copy goes
+  }
+  s.bytes = std::move(cur);
+  return true;
 }
 
 bool PipelineStages::undo_lossless(Stream& s, std::span<const uint8_t> in, uint64_t n) const {

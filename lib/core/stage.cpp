@@ -33,6 +33,14 @@ std::span<const uint8_t> Streams::get(const std::string& name) const {
   return s->bytes;
 }
 
+std::vector<uint8_t> Lossless::encode_from(const Pieces& in, uint8_t width) const {
+  std::vector<uint8_t> all;
+  append_chunked<16384>(all, in.size, [&](uint8_t* dst, size_t, size_t count) {
+    if (in.next(dst, count) != count) fail(ErrorCode::Internal, "lossless pieces ended early");
+  });
+  return encode(all, width);
+}
+
 uint64_t Streams::total_bytes() const noexcept {
   uint64_t n = 0;
   for (const auto& s : list_) n += s.bytes.size();

@@ -2,6 +2,7 @@
 
 #include "core/pages.hpp"
 
+#include <algorithm>
 #include <array>
 #include <memory>
 
@@ -25,28 +26,32 @@ class Zstd final : public Lossless {
   // would keep about the input's size resident per running job until the record is written
   // (or cost a shrinking copy): the memory bound of a multi-threaded lossless encode.
   std::vector<uint8_t> encode(std::span<const uint8_t> in, uint8_t) const override {
-    std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
-    if (!cctx) fail(ErrorCode::Internal, "zstd: cannot create a compression context");
-    checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level_));
-    // Encoder-only tuning (the frame does not record it; any zstd decoder reads the result).
-    if (minmatch_) checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_minMatch, minmatch_));
-    if (hashlog_) checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_hashLog, hashlog_));
-    checked(ZSTD_CCtx_setPledgedSrcSize(cctx.get(), in.size()));  // the frame records the size
+    auto cctx = context(in.size());
     // The input stays put until the frame ends: zstd reads it in place instead of copying it
     // through a window-sized buffer of its own (~2 MB per job at level 3).
     checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_stableInBuffer, 1));
-    const size_t step = ZSTD_CStreamOutSize();
-    std::vector<uint8_t> out;
-    reserve_fresh(out, ZSTD_compressBound(in.size()) + step);  // address space; pages touched as written
+    std::vector<uint8_t> out = output_for(in.size());
     ZSTD_inBuffer src{in.data(), in.size(), 0};
-    for (;;) {
-      const size_t pos = out.size();
-      out.resize(pos + step);
-      ZSTD_outBuffer dst{out.data(), out.size(), pos};
-      const size_t left = checked(ZSTD_compressStream2(cctx.get(), &dst, &src, ZSTD_e_end));
-      out.resize(dst.pos);
-      if (left == 0) return out;
-    }
+    compress(cctx.get(), src, ZSTD_e_end, out);
+    return out;
+  }
+  // The pieces are read into a buffer of zstd's preferred input size and fed as they come (zstd
+  // keeps its window in its own buffer). With zstd 1.5.4 this is the frame encode() writes at
+  // levels ≥ 1 (negative levels differ slightly; test_lossless.cpp checks both).
+  bool reads_pieces() const noexcept override { return true; }
+  std::vector<uint8_t> encode_from(const Pieces& pieces, uint8_t) const override {
+    auto cctx = context(pieces.size);
+    std::vector<uint8_t> out = output_for(pieces.size);
+    std::vector<uint8_t> piece(ZSTD_CStreamInSize());
+    uint64_t left = pieces.size;
+    do {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(left, piece.size()));
+      if (pieces.next(piece.data(), want) != want) fail(ErrorCode::Internal, "zstd: pieces ended early");
+      left -= want;
+      ZSTD_inBuffer src{piece.data(), want, 0};
+      compress(cctx.get(), src, left ? ZSTD_e_continue : ZSTD_e_end, out);
+    } while (left);
+    return out;
   }
   std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const override {
     unsigned long long size = ZSTD_getFrameContentSize(in.data(), in.size());
@@ -82,6 +87,35 @@ class Zstd final : public Lossless {
   }
 
  private:
+  using Context = std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)>;
+  Context context(uint64_t size) const {
+    Context cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+    if (!cctx) fail(ErrorCode::Internal, "zstd: cannot create a compression context");
+    checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level_));
+    // Encoder-only tuning (the frame does not record it; any zstd decoder reads the result).
+    if (minmatch_) checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_minMatch, minmatch_));
+    if (hashlog_) checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_hashLog, hashlog_));
+    checked(ZSTD_CCtx_setPledgedSrcSize(cctx.get(), size));  // the frame records the size
+    return cctx;
+  }
+  static std::vector<uint8_t> output_for(uint64_t size) {
+    std::vector<uint8_t> out;
+    reserve_fresh(out, ZSTD_compressBound(size) + ZSTD_CStreamOutSize());  // address space; pages touched as written
+    return out;
+  }
+  // Compresses all of src (ZSTD_e_continue) or ends the frame (ZSTD_e_end), appending to out.
+  static void compress(ZSTD_CCtx* cctx, ZSTD_inBuffer& src, ZSTD_EndDirective mode, std::vector<uint8_t>& out) {
+    const size_t step = ZSTD_CStreamOutSize();
+    for (;;) {
+      const size_t pos = out.size();
+      out.resize(pos + step);
+      ZSTD_outBuffer dst{out.data(), out.size(), pos};
+      const size_t left = checked(ZSTD_compressStream2(cctx, &dst, &src, mode));
+      out.resize(dst.pos);
+      if (mode == ZSTD_e_end ? left == 0 : src.pos == src.size) return;
+    }
+  }
+
   int level_, minmatch_, hashlog_;  // 0: the level's own
 };
 

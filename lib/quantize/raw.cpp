@@ -34,6 +34,14 @@ class Raw final : public Quantizer {
     if (!s.bytes.empty()) std::memcpy(s.bytes.data(), p.values.data(), s.bytes.size());
   }
 
+  // A dense exact tensor's stream is its bytes verbatim: lent instead of copied.
+  std::span<const uint8_t> encode_borrowing(Payload& p, Streams& out, const StageContext& ctx) override {
+    if (!p.exact || !p.source || p.sparse) return Quantizer::encode_borrowing(p, out, ctx);
+    const size_t es = dtype_size(p.source->dtype());
+    out.add(kValueStream, static_cast<uint8_t>(es));
+    return {p.source->data.data(), p.n * es};
+  }
+
   void decode(Payload& p, const Streams& in, const StageContext&) override {
     auto bytes = in.get(kValueStream);
     const uint64_t count = p.value_count();

@@ -96,6 +96,10 @@ class PipelineStages {
 
  private:
   StageContext stage_ctx(const StageContext& base, size_t pos, std::vector<std::unique_ptr<StageState>>& slots) const;
+  // Runs the lossless stages that apply to stream `s` over `in` (s.bytes, or the tensor's bytes
+  // that the quantizer lent) into s.bytes; a stage that hands its output out in pieces to a next
+  // stage that reads pieces runs with it. False (s untouched) when no lossless stage applies.
+  bool encode_lossless(Stream& s, std::span<const uint8_t> in) const;
   // Undoes the lossless stages that apply to stream `s` (last stage first) into s.bytes, reading
   // its stored bytes `in` where they are; false (s untouched) when no lossless stage applies.
   bool undo_lossless(Stream& s, std::span<const uint8_t> in, uint64_t n) const;

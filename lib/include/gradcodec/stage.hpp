@@ -256,6 +256,14 @@ class Quantizer : public Stage {
   // decode() for a caller that is done with its own streams: a codec that stores the values
   // verbatim may move the stream's bytes out instead of copying them (`raw`). Same result.
   virtual void decode_owned(Payload& p, Streams& in, const StageContext& ctx) { decode(p, in, ctx); }
+  // encode() for a caller that will run lossless stages over the value stream: a codec whose
+  // stream would be the tensor's own bytes verbatim (`raw` on a dense exact tensor) may add the
+  // stream empty and return those bytes instead of copying them in; the caller then reads them
+  // in place (and copies them into the stream if no lossless stage takes them). Default: encode().
+  virtual std::span<const uint8_t> encode_borrowing(Payload& p, Streams& out, const StageContext& ctx) {
+    encode(p, out, ctx);
+    return {};
+  }
   // True when encode() reorders p.index into value order (curvefit): the pipeline then needs a
   // sparsifier with coded positions and an index coder that keeps_order().
   virtual bool reorders_index() const noexcept { return false; }
@@ -288,6 +296,24 @@ class Lossless : public Stage {
   StageKind kind() const noexcept override { return StageKind::Lossless; }
   virtual std::vector<uint8_t> encode(std::span<const uint8_t> in, uint8_t width) const = 0;
   virtual std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const = 0;
+
+  // Two stages in a row on one stream without holding the first one's output (as large as the
+  // tensor): the first hands its encode() output out piece by piece (`shuffle`), the second
+  // reads the pieces (`zstd`). Both sides are optional and give the same bytes as encode().
+  struct Pieces {
+    uint64_t size = 0;  // bytes in all
+    // Writes the next min(cap, bytes left) bytes to dst and returns how many (0 at the end).
+    std::function<size_t(uint8_t* dst, size_t cap)> next;
+  };
+  // The output of encode(in, width) as pieces; `next` empty when the stage cannot (default).
+  virtual Pieces encode_pieces(std::span<const uint8_t> in, uint8_t width) const {
+    (void)in, (void)width;
+    return {};
+  }
+  // Whether encode_from() reads the pieces as they come (default: it gathers them first).
+  virtual bool reads_pieces() const noexcept { return false; }
+  // encode() of the bytes that `in` hands out.
+  virtual std::vector<uint8_t> encode_from(const Pieces& in, uint8_t width) const;
   // "" = every stream; else only the named one.
   std::string only_stream;
 };
