@@ -184,12 +184,17 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
   return out;
 }
 
-bool PipelineStages::encode_lossless(Stream& s, std::span<const uint8_t> in) const {
+std::vector<const Lossless*> PipelineStages::lossless_for(const std::string& stream) const {
   std::vector<const Lossless*> chain;
   for (size_t pos : lossless_) {
     const auto* l = static_cast<const Lossless*>(stages_[pos].get());
-    if (l->only_stream.empty() || l->only_stream == s.name) chain.push_back(l);
+    if (l->only_stream.empty() || l->only_stream == stream) chain.push_back(l);
   }
+  return chain;
+}
+
+bool PipelineStages::encode_lossless(Stream& s, std::span<const uint8_t> in) const {
+  const std::vector<const Lossless*> chain = lossless_for(s.name);
   if (chain.empty()) return false;
   std::vector<uint8_t> cur;
   for (size_t k = 0; k < chain.size(); ++k) {
@@ -207,14 +212,17 @@ bool PipelineStages::encode_lossless(Stream& s, std::span<const uint8_t> in) con
 }
 
 bool PipelineStages::undo_lossless(Stream& s, std::span<const uint8_t> in, uint64_t n) const {
-  bool undone = false;
-  for (auto it = lossless_.rbegin(); it != lossless_.rend(); ++it) {
-    const auto* l = static_cast<const Lossless*>(stages_[*it].get());
-    if (!l->only_stream.empty() && l->only_stream != s.name) continue;
-    s.bytes = undone ? l->decode(s.bytes, stream_bound(n)) : l->decode(in, stream_bound(n));
-    undone = true;
+  const std::vector<const Lossless*> chain = lossless_for(s.name);
+  if (chain.empty()) return false;
+  Lossless::Scratch between;  // what one stage decoded for the next one to undo
+  std::span<const uint8_t> src = in;
+  for (size_t k = chain.size(); k-- > 1;) {
+    Lossless::Scratch next = chain[k]->decode_scratch(src, stream_bound(n));
+    between = std::move(next);
+    src = between.bytes();
   }
-  return undone;
+  s.bytes = chain[0]->decode(src, stream_bound(n));
+  return true;
 }
 
 void PipelineStages::undo_lossless(Streams& streams, uint64_t n) const {

@@ -54,12 +54,7 @@ class Zstd final : public Lossless {
     return out;
   }
   std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const override {
-    unsigned long long size = ZSTD_getFrameContentSize(in.data(), in.size());
-    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
-      fail(ErrorCode::Corrupt, "zstd: not a zstd frame with a content size");
-    if (size > max_out)
-      fail(ErrorCode::Corrupt, "zstd: frame claims " + std::to_string(size) +
-                                   " bytes, more than the tensor allows (" + std::to_string(max_out) + ")");
+    const uint64_t size = content_size(in, max_out);
     // Streamed out in cache-sized chunks appended to fresh memory: the output is written once
     // (a zero-filled buffer handed to ZSTD_decompress is written twice).
     std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
@@ -85,8 +80,35 @@ class Zstd final : public Lossless {
     if (src.pos != src.size) fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
     return out;
   }
+  // For a next stage to undo: the frame decoded in one call straight into memory that is not
+  // zero-filled first (no window buffer of zstd's own, no pieces to append).
+  Scratch decode_scratch(std::span<const uint8_t> in, uint64_t max_out) const override {
+    const uint64_t size = content_size(in, max_out);
+    const size_t framed = ZSTD_findFrameCompressedSize(in.data(), in.size());
+    if (ZSTD_isError(framed)) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+    if (framed != in.size()) fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
+    std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+    if (!dctx) fail(ErrorCode::Internal, "zstd: cannot create a decompression context");
+    Scratch out;
+    out.size = static_cast<size_t>(size);
+    out.data = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(out.size, 1));
+    advise_huge_pages(out.data.get(), out.size);
+    const size_t got = ZSTD_decompressDCtx(dctx.get(), out.data.get(), out.size, in.data(), in.size());
+    if (ZSTD_isError(got) || got != out.size) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+    return out;
+  }
 
  private:
+  // The frame's content size, checked against the bound.
+  static uint64_t content_size(std::span<const uint8_t> in, uint64_t max_out) {
+    const unsigned long long size = ZSTD_getFrameContentSize(in.data(), in.size());
+    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
+      fail(ErrorCode::Corrupt, "zstd: not a zstd frame with a content size");
+    if (size > max_out)
+      fail(ErrorCode::Corrupt, "zstd: frame claims " + std::to_string(size) +
+                                   " bytes, more than the tensor allows (" + std::to_string(max_out) + ")");
+    return size;
+  }
   using Context = std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)>;
   Context context(uint64_t size) const {
     Context cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);

@@ -22,6 +22,12 @@ const Lossless& lossless(const std::string& text, std::unique_ptr<Stage>& keep) 
   keep = find_stage(s.name)->make(s.params, s.version);
   return *static_cast<Lossless*>(keep.get());
 }
+// A stage's two decoders: decode() and decode_scratch() (for a next stage to undo).
+std::vector<uint8_t> decode_with(const Lossless& l, bool scratch, std::span<const uint8_t> in, uint64_t max_out) {
+  if (!scratch) return l.decode(in, max_out);
+  const Lossless::Scratch s = l.decode_scratch(in, max_out);
+  return {s.bytes().begin(), s.bytes().end()};
+}
 std::vector<uint8_t> bytes_of(size_t n, uint64_t seed, bool compressible) {
   Rng r(seed);
   std::vector<uint8_t> b(n);
@@ -42,8 +48,8 @@ TEST_CASE("lossless stages round-trip any bytes exactly", "[lossless]") {
         INFO(text << " n=" << n << " compressible=" << comp);
         auto in = bytes_of(n, n, comp);
         auto enc = l.encode(in, 4);
-        auto dec = l.decode(enc, n);
-        CHECK(dec == in);
+        CHECK(l.decode(enc, n) == in);
+        CHECK(decode_with(l, true, enc, n) == in);
         if (comp && n >= 1000 && std::string(text).rfind("shuffle", 0) != 0) CHECK(enc.size() < n / 4);
       }
     }
@@ -60,21 +66,24 @@ TEST_CASE("shuffle groups byte j of every element", "[lossless]") {
 TEST_CASE("lossless decoders refuse corrupt data and outputs beyond the bound", "[lossless]") {
   auto in = bytes_of(5000, 1, true);
   for (const char* text : {"zstd", "lzma"}) {
-    std::unique_ptr<Stage> keep;
-    const Lossless& l = lossless(text, keep);
-    auto enc = l.encode(in, 1);
-    INFO(text);
-    // decompression bomb guard: a bound smaller than the content is refused before inflating
-    try {
-      l.decode(enc, 4999);
-      FAIL("bound not enforced");
-    } catch (const Error& e) {
-      CHECK(e.code() == ErrorCode::Corrupt);
-    }
-    // truncations are refused, never crash
-    for (size_t cut = 0; cut < enc.size(); cut += 1 + enc.size() / 50) {
-      std::vector<uint8_t> t(enc.begin(), enc.begin() + cut);
-      CHECK_THROWS_AS(l.decode(t, 5000), Error);
+    for (bool scratch : {false, true}) {
+      std::unique_ptr<Stage> keep;
+      const Lossless& l = lossless(text, keep);
+      auto enc = l.encode(in, 1);
+      INFO(text << (scratch ? " decode_scratch" : " decode"));
+      REQUIRE(decode_with(l, scratch, enc, 5000) == in);
+      // decompression bomb guard: a bound smaller than the content is refused before inflating
+      try {
+        decode_with(l, scratch, enc, 4999);
+        FAIL("bound not enforced");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::Corrupt);
+      }
+      // truncations are refused, never crash
+      for (size_t cut = 0; cut < enc.size(); cut += 1 + enc.size() / 50) {
+        std::vector<uint8_t> t(enc.begin(), enc.begin() + cut);
+        CHECK_THROWS_AS(decode_with(l, scratch, t, 5000), Error);
+      }
     }
   }
 }
@@ -84,13 +93,16 @@ TEST_CASE("zstd refuses bytes after its frame and a second frame", "[lossless]")
   const Lossless& l = lossless("zstd", keep);
   const auto in = bytes_of(40000, 3, true);
   const auto enc = l.encode(in, 1);
-  REQUIRE(l.decode(enc, in.size()) == in);
-  auto extra = enc;
-  extra.push_back(0);
-  CHECK_THROWS_AS(l.decode(extra, in.size()), Error);
-  auto twice = enc;
-  twice.insert(twice.end(), enc.begin(), enc.end());
-  CHECK_THROWS_AS(l.decode(twice, 2 * in.size()), Error);
+  for (bool scratch : {false, true}) {
+    INFO((scratch ? "decode_scratch" : "decode"));
+    REQUIRE(decode_with(l, scratch, enc, in.size()) == in);
+    auto extra = enc;
+    extra.push_back(0);
+    CHECK_THROWS_AS(decode_with(l, scratch, extra, in.size()), Error);
+    auto twice = enc;
+    twice.insert(twice.end(), enc.begin(), enc.end());
+    CHECK_THROWS_AS(decode_with(l, scratch, twice, 2 * in.size()), Error);
+  }
 }
 
 TEST_CASE("lossless stream= applies to one stream only", "[lossless]") {

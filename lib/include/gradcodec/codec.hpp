@@ -100,8 +100,11 @@ class PipelineStages {
   // that the quantizer lent) into s.bytes; a stage that hands its output out in pieces to a next
   // stage that reads pieces runs with it. False (s untouched) when no lossless stage applies.
   bool encode_lossless(Stream& s, std::span<const uint8_t> in) const;
+  // The lossless stages that apply to the named stream, in pipeline order.
+  std::vector<const Lossless*> lossless_for(const std::string& stream) const;
   // Undoes the lossless stages that apply to stream `s` (last stage first) into s.bytes, reading
-  // its stored bytes `in` where they are; false (s untouched) when no lossless stage applies.
+  // its stored bytes `in` where they are (the stages before the last decode into scratch memory
+  // that is not zero-filled first); false (s untouched) when no lossless stage applies.
   bool undo_lossless(Stream& s, std::span<const uint8_t> in, uint64_t n) const;
   // The same for every stream held in memory (decode/stats with lossless_applied).
   void undo_lossless(Streams& streams, uint64_t n) const;

@@ -314,6 +314,20 @@ class Lossless : public Stage {
   virtual bool reads_pieces() const noexcept { return false; }
   // encode() of the bytes that `in` hands out.
   virtual std::vector<uint8_t> encode_from(const Pieces& in, uint8_t width) const;
+
+  // decode() for a caller that only reads the result (the next stage to undo): the bytes need
+  // not be zero-filled before the decoder writes them, as a std::vector's would be.
+  struct Scratch {
+    std::unique_ptr<uint8_t[]> data;  // `size` bytes, when the stage wrote them here
+    size_t size = 0;
+    std::vector<uint8_t> vec;  // else decode()'s output
+    std::span<const uint8_t> bytes() const { return data ? std::span<const uint8_t>(data.get(), size) : vec; }
+  };
+  virtual Scratch decode_scratch(std::span<const uint8_t> in, uint64_t max_out) const {
+    Scratch s;
+    s.vec = decode(in, max_out);
+    return s;
+  }
   // "" = every stream; else only the named one.
   std::string only_stream;
 };
