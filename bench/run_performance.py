@@ -194,10 +194,10 @@ def main():
         w = gb.get(f"BM_baseline/fresh_write/{d}")
         if r and c:
             L.append(f"| {int(d):,} | {fmt(mbps(r))} | {fmt(mbps(c))} | {fmt(mbps(w)) if w else '–'} |")
-    two = gb.get("BM_baseline/abs_sum_two_threads/10000000")
-    if two and read:
+    read_two = gb.get("BM_baseline/abs_sum_two_threads/10000000")
+    if read_two and read:
         L.append(f"\nThe same read pass on two threads at once (each over its own 10⁷ floats): "
-                 f"{fmt(mbps(two))} MB/s for both, {mbps(two) / mbps(read):.2f}× one thread — the most "
+                 f"{fmt(mbps(read_two))} MB/s for both, {mbps(read_two) / mbps(read):.2f}× one thread — the most "
                  "`--threads 2` can give an encoder bound by reading its input.")
     L.append("\nThe streaming-read figure the targets refer to is the sum of |x| at d = 10⁷ "
              f"({fmt(mbps(read)) if read else '?'} MB/s): larger than the caches, one pass. memcpy writes into "
