@@ -228,6 +228,10 @@ bool PipelineStages::undo_lossless(Stream& s, std::span<const uint8_t> in, uint6
 void PipelineStages::undo_lossless(Streams& streams, uint64_t n) const {
   if (lossless_.empty()) return;
   for (auto& s : streams.all()) {
+    if (s.is_lent) {
+      if (undo_lossless(s, s.lent, n)) s.is_lent = false;
+      continue;
+    }
     std::vector<uint8_t> stored = std::move(s.bytes);
     if (!undo_lossless(s, stored, n)) s.bytes = std::move(stored);
   }
@@ -238,7 +242,10 @@ Streams PipelineStages::read_streams(const ContainerReader& reader, const Record
   for (size_t k = 0; k < m.streams.size(); ++k) {
     Stream& s = out.add(m.streams[k].name, m.streams[k].width);
     const std::span<const uint8_t> stored = reader.stream_bytes(m, k);
-    if (!undo_lossless(s, stored, m.info.elements())) s.bytes.assign(stored.begin(), stored.end());
+    if (!undo_lossless(s, stored, m.info.elements())) {  // lent: the decoders read the container's bytes
+      s.is_lent = true;
+      s.lent = stored;
+    }
   }
   return out;
 }

@@ -45,8 +45,8 @@ std::vector<uint8_t> encode_meta(const TensorInfo& info, Storage storage, uint32
     w.u8(static_cast<uint8_t>(s.name.size()));
     w.bytes(s.name.data(), s.name.size());
     w.u8(s.width);
-    w.u64(s.bytes.size());
-    w.u64(xxh3(s.bytes.data(), s.bytes.size()));
+    w.u64(s.view().size());
+    w.u64(xxh3(s.view().data(), s.view().size()));
   }
   return m;
 }
@@ -144,7 +144,7 @@ void ContainerWriter::add(const TensorInfo& info, Storage storage, uint32_t vari
   if (!impl_->in_frame) fail(ErrorCode::Internal, "ContainerWriter::add outside a frame");
   uint64_t start = impl_->out.position();
   impl_->section("TREC", encode_meta(info, storage, variant, streams), false);
-  for (const auto& s : streams.all()) impl_->out.write(s.bytes.data(), s.bytes.size());
+  for (const auto& s : streams.all()) impl_->out.write(s.view().data(), s.view().size());
   impl_->frames.back().records.emplace_back(start, impl_->out.position() - start);
 }
 

@@ -11,7 +11,10 @@ namespace gradcodec {
 
 Stream& Streams::add(std::string name, uint8_t width) {
   if (find(name)) fail(ErrorCode::Internal, "stream '" + name + "' produced twice");
-  list_.push_back(Stream{std::move(name), {}, width});
+  Stream s;
+  s.name = std::move(name);
+  s.width = width;
+  list_.push_back(std::move(s));
   return list_.back();
 }
 
@@ -30,7 +33,7 @@ const Stream* Streams::find(const std::string& name) const noexcept {
 std::span<const uint8_t> Streams::get(const std::string& name) const {
   const Stream* s = find(name);
   if (!s) fail(ErrorCode::Corrupt, "missing stream '" + name + "'");
-  return s->bytes;
+  return s->view();
 }
 
 std::vector<uint8_t> Lossless::encode_from(const Pieces& in, uint8_t width) const {
@@ -43,7 +46,7 @@ std::vector<uint8_t> Lossless::encode_from(const Pieces& in, uint8_t width) cons
 
 uint64_t Streams::total_bytes() const noexcept {
   uint64_t n = 0;
-  for (const auto& s : list_) n += s.bytes.size();
+  for (const auto& s : list_) n += s.view().size();
   return n;
 }
 
@@ -122,6 +125,32 @@ std::vector<float>& Payload::dense_f32() {
 
 namespace gradcodec {
 
+namespace {
+
+// The dense vector of `total` elements holding run k of `src` (`run` elements) at index[k]·run
+// and zeros elsewhere. In index order each output element is written once, front to back (the
+// zeros of a gap, then a run) into fresh memory; in value order (index not ascending) the
+// output is zero-filled first and the runs copied over it.
+template <class T>
+std::vector<T> place_blocks(const T* src, const std::vector<uint64_t>& index, uint64_t run, uint64_t total,
+                            bool value_order) {
+  if (value_order) {
+    auto dense = zeroed_fresh<T>(total);
+    for (size_t k = 0; k < index.size(); ++k) std::memcpy(dense.data() + index[k] * run, src + k * run, run * sizeof(T));
+    return dense;
+  }
+  std::vector<T> dense;
+  reserve_fresh(dense, total);
+  for (size_t k = 0; k < index.size(); ++k) {
+    dense.resize(index[k] * run);  // the gap before this run: zeros
+    dense.insert(dense.end(), src + k * run, src + (k + 1) * run);
+  }
+  dense.resize(total);
+  return dense;
+}
+
+}  // namespace
+
 void scatter_to_dense(Payload& p) {
   const uint64_t block = p.block;
   if (block == 0) fail(ErrorCode::Corrupt, "block size 0");
@@ -138,17 +167,10 @@ void scatter_to_dense(Payload& p) {
     if (!p.value_order && k > 0 && pos <= prev) fail(ErrorCode::Corrupt, "positions not ascending");
     prev = pos;
   }
-  if (exact) {
-    auto dense = zeroed_fresh<uint8_t>(p.n * es);
-    for (size_t k = 0; k < p.index.size(); ++k)
-      std::memcpy(dense.data() + p.index[k] * block * es, p.exact_bytes.data() + k * block * es, block * es);
-    p.exact_bytes = std::move(dense);
-  } else {
-    auto dense = zeroed_fresh<float>(p.n);
-    for (size_t k = 0; k < p.index.size(); ++k)
-      std::memcpy(dense.data() + p.index[k] * block, p.values.data() + k * block, block * 4);
-    p.values = std::move(dense);
-  }
+  if (exact)
+    p.exact_bytes = place_blocks(p.exact_bytes.data(), p.index, block * es, p.n * es, p.value_order);
+  else
+    p.values = place_blocks(p.values.data(), p.index, block, p.n, p.value_order);
   p.sparse = false;
 }
 

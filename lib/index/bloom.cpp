@@ -392,7 +392,7 @@ class Bloom final : public IndexCoder {
   void stream_stats(const Streams& in, StageStats& out) const override {
     const Stream* s = in.find(kIndexStream);
     if (!s) return;
-    const bloom::Header h = bloom::read_header(s->bytes, UINT64_MAX);
+    const bloom::Header h = bloom::read_header(s->view(), UINT64_MAX);
     out.push_back({"bloom.policy_errors_rate", static_cast<double>(h.false_picks), static_cast<double>(h.r), false,
                    "false positives the decoder's policy picks / positions picked (seed 004 §3.5)"});
     out.push_back({"bloom.filter_bits_per_kept", static_cast<double>(h.m), static_cast<double>(h.r), false,

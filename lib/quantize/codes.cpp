@@ -26,7 +26,7 @@ uint64_t packed_bytes(uint64_t count, uint64_t bits, const char* stage) {
 std::span<const uint8_t> stream(const Streams& in, const char* name, const char* stage) {
   const Stream* s = in.find(name);
   if (!s) fail(ErrorCode::Corrupt, std::string(stage) + ": missing stream '" + name + "'");
-  return s->bytes;
+  return s->view();
 }
 
 void expect_bytes(const char* stage, const char* name, uint64_t got, uint64_t want) {

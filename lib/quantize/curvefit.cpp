@@ -155,7 +155,7 @@ class Curvefit final : public Quantizer {
   void stream_stats(const Streams& in, StageStats& out) const override {
     const Stream* s = in.find(kValueStream);
     if (!s) return;
-    ByteReader r(s->bytes, "curvefit value stream");
+    ByteReader r(s->view(), "curvefit value stream");
     const Head h = read_head(r);
     const double n = static_cast<double>(h.count);
     out.push_back({"curvefit.rmse", h.rmse * h.rmse * n, n, true,

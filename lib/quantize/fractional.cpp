@@ -76,7 +76,7 @@ class Fractional final : public Quantizer {
     auto bytes = codes::stream(in, kValueStream, kName);
     codes::expect_bytes(kName, kValueStream, bytes.size(), codes::packed_bytes(count, 1 + index_bits_, kName));
     const Stream* zeros = in.find(kSideStream);
-    if (zeros) codes::expect_bytes(kName, kSideStream, zeros->bytes.size(), codes::packed_bytes(count, 1, kName));
+    if (zeros) codes::expect_bytes(kName, kSideStream, zeros->view().size(), codes::packed_bytes(count, 1, kName));
     p.values.resize(count);
     const uint64_t index_mask = (uint64_t{1} << index_bits_) - 1;
     float* out = p.values.data();
@@ -85,9 +85,11 @@ class Fractional final : public Quantizer {
       if (k >= P_) fail(ErrorCode::Corrupt, std::string(kName) + ": interval " + std::to_string(k + 1) + " above P=" + std::to_string(P_));
       out[i] = (code >> index_bits_) ? means[k] : -means[k];
     });
-    if (zeros)
+    if (zeros) {
+      const std::span<const uint8_t> zero_bits = zeros->view();
       for (uint64_t i = 0; i < count; ++i)
-        if (codes::bit_at(zeros->bytes, i)) out[i] = 0.0f;
+        if (codes::bit_at(zero_bits, i)) out[i] = 0.0f;
+    }
   }
 
  private:

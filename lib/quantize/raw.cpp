@@ -60,7 +60,11 @@ class Raw final : public Quantizer {
   void decode_owned(Payload& p, Streams& in, const StageContext& ctx) override {
     Stream* s = in.find(kValueStream);
     if (!p.exact || !s) return decode(p, in, ctx);
-    expect_exact(p, s->bytes.size());
+    expect_exact(p, s->view().size());
+    if (s->is_lent) {  // the container's bytes: one copy, into the decoded tensor
+      p.exact_bytes.assign(s->lent.begin(), s->lent.end());
+      return;
+    }
     p.exact_bytes = std::move(s->bytes);  // the source's own bytes: no copy
     s->bytes.clear();
   }

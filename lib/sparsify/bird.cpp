@@ -230,7 +230,7 @@ class Bird final : public Reducer {
   void decode_vector(Payload& p, const Streams& in) const {
     const Stream* st = in.find(kSideStream);
     if (!st) fail(ErrorCode::Corrupt, std::string(name_) + ": missing stream 'side'");
-    const std::vector<uint8_t>& side = st->bytes;
+    const std::span<const uint8_t> side = st->view();
     const uint64_t n = p.n, nb = bitmap_bytes(n);
     if (side.size() < nb)
       fail(ErrorCode::Corrupt, std::string(name_) + ": side stream of " + std::to_string(side.size()) +

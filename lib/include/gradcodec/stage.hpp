@@ -34,6 +34,12 @@ struct Stream {
   std::string name;
   std::vector<uint8_t> bytes;
   uint8_t width = 1;  // element width in bytes (a hint for `shuffle`); 1 for bit streams
+  // Decode side: a stream no lossless stage has to undo is lent, not copied: `lent` points at
+  // the container's bytes (valid while its ContainerReader lives) and `bytes` stays empty.
+  // Decoders read a stream through view().
+  bool is_lent = false;
+  std::span<const uint8_t> lent;
+  std::span<const uint8_t> view() const noexcept { return is_lent ? lent : std::span<const uint8_t>(bytes); }
 };
 
 // The streams of one tensor record, in the order stages produced them.
