@@ -42,8 +42,9 @@ PipelineStages::PipelineStages(const Pipeline& p) : pipeline_(p) {
   exact_values_ = transforms_.empty() &&
                   (reducer_ < 0 || static_cast<Reducer*>(stages_[reducer_].get())->values_exact());
   bit_exact_ = transforms_.empty() && reducer_ < 0 && p.stages()[quantizer_].name == "raw";
-  screens_nonfinite_ = transforms_.empty() && !stateful_ && reducer_ >= 0 &&
-                       static_cast<Reducer*>(stages_[reducer_].get())->screens_nonfinite();
+  screens_nonfinite_ = transforms_.empty() && !stateful_ &&
+                       (reducer_ >= 0 ? static_cast<Reducer*>(stages_[reducer_].get())->screens_nonfinite()
+                                      : static_cast<Quantizer*>(stages_[quantizer_].get())->screens_nonfinite());
   // A control reducer (accordion): one variant per alternative, the alternative's reducer written
   // in place of it (same positions, so the variants share the state slots).
   if (reducer_ >= 0) {
@@ -163,6 +164,11 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
     // streams before them (stage figures, the mirror decoder's plain streams).
     if (!lossless_.empty() && !has_stats_ && !stateful_) borrowed = q->encode_borrowing(p, out.streams, ctx_for(quantizer_));
     else q->encode(p, out.streams, ctx_for(quantizer_));
+  }
+  if (screens_nonfinite_ && reducer_ < 0 && p.nonfinite) {  // the quantizer read the source first
+    out.nonfinite = p.nonfinite;
+    out.streams = {};
+    return out;
   }
   out.kept = p.value_count();
   if (coder && p.sparse && !p.index_implicit) {

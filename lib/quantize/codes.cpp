@@ -7,6 +7,7 @@
 #include <emmintrin.h>
 #endif
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -60,13 +61,21 @@ void BitUnpacker::ended() const {
                                " bytes)");
 }
 
-void pack_signs(Stream& s, std::span<const float> v) {
+void note_nonfinite(Payload& p, std::span<const float> v) noexcept {
+  if (!p.source || p.source->dtype() != DType::F32 || p.sparse || p.lowrank || v.size() != p.n) return;
+  uint64_t n = 0;
+  for (float x : v) n += std::isfinite(x) ? 0 : 1;
+  p.nonfinite = n;
+}
+
+bool pack_signs(Stream& s, std::span<const float> v) {
   const size_t full = v.size() / 8;
   const size_t at = s.bytes.size();
   s.bytes.resize(at + (v.size() + 7) / 8);
   uint8_t* out = s.bytes.data() + at;
   const float* x = v.data();
   size_t b = 0;
+  bool nonfinite = false;
 #if defined(__SSE2__)
   // 8 values at a time: compare with 0 (x < 0 is false for -0 and NaN, as sign_bit wants), the
   // lanes' masks in lane order, then bit-reversed to MSB-first and inverted (1 = non-negative).
@@ -79,25 +88,37 @@ void pack_signs(Stream& s, std::span<const float> v) {
     }
     return r;
   }();
+  // x − x is NaN exactly when x is NaN or ±Inf: those lanes are "unordered" with themselves.
   const __m128 zero = _mm_setzero_ps();
+  __m128 bad = _mm_setzero_ps();
   for (; b < full; ++b) {
     const float* p = x + 8 * b;
-    const unsigned lo = static_cast<unsigned>(_mm_movemask_ps(_mm_cmplt_ps(_mm_loadu_ps(p), zero)));
-    const unsigned hi = static_cast<unsigned>(_mm_movemask_ps(_mm_cmplt_ps(_mm_loadu_ps(p + 4), zero)));
+    const __m128 a = _mm_loadu_ps(p), c = _mm_loadu_ps(p + 4);
+    const unsigned lo = static_cast<unsigned>(_mm_movemask_ps(_mm_cmplt_ps(a, zero)));
+    const unsigned hi = static_cast<unsigned>(_mm_movemask_ps(_mm_cmplt_ps(c, zero)));
     out[b] = static_cast<uint8_t>(~reverse[lo | (hi << 4)]);
+    bad = _mm_or_ps(bad, _mm_cmpunord_ps(_mm_sub_ps(a, a), _mm_sub_ps(c, c)));
   }
+  nonfinite = _mm_movemask_ps(bad) != 0;
 #endif
   for (; b < full; ++b) {
     const float* p = x + 8 * b;
     unsigned byte = 0;
-    for (int k = 0; k < 8; ++k) byte = (byte << 1) | (sign_bit(p[k]) ? 1u : 0u);
+    for (int k = 0; k < 8; ++k) {
+      byte = (byte << 1) | (sign_bit(p[k]) ? 1u : 0u);
+      nonfinite = nonfinite || !std::isfinite(p[k]);
+    }
     out[b] = static_cast<uint8_t>(byte);
   }
   if (const size_t rest = v.size() - 8 * full; rest > 0) {
     unsigned byte = 0;
-    for (size_t k = 0; k < rest; ++k) byte = (byte << 1) | (sign_bit(v[8 * full + k]) ? 1u : 0u);
+    for (size_t k = 0; k < rest; ++k) {
+      byte = (byte << 1) | (sign_bit(v[8 * full + k]) ? 1u : 0u);
+      nonfinite = nonfinite || !std::isfinite(v[8 * full + k]);
+    }
     out[full] = static_cast<uint8_t>(byte << (8 - rest));
   }
+  return nonfinite;
 }
 
 void expand_bits(std::span<const uint8_t> b, uint64_t count, float one, float zero, std::vector<float>& out) {

@@ -109,8 +109,15 @@ inline void for_each_code(std::span<const uint8_t> b, uint64_t count, unsigned b
   }
 }
 
-// Packs one sign bit per value (sign_bit()), MSB-first, into `s`.
-void pack_signs(Stream& s, std::span<const float> v);
+// Packs one sign bit per value (sign_bit()), MSB-first, into `s`. Returns whether a value is
+// NaN or ±Inf (seen in the same pass).
+bool pack_signs(Stream& s, std::span<const float> v);
+
+// For a quantizer that screens_nonfinite(), once it has seen a NaN/±Inf among the values v it
+// coded: sets p.nonfinite to their number when v are an f32 source's own n values (the case the
+// codec leaves to the stage). Values converted from another dtype (an f64 beyond the f32 range
+// becomes Inf) are the codec's to count: left as they are.
+void note_nonfinite(Payload& p, std::span<const float> v) noexcept;
 // Bit i (MSB-first) of a packed stream whose size the caller has checked.
 inline bool bit_at(std::span<const uint8_t> b, uint64_t i) noexcept { return (b[i >> 3] >> (7 - (i & 7))) & 1u; }
 // Replaces `out` with bit i ? one : zero for the first `count` bits of a packed stream (size

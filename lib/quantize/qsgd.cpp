@@ -19,6 +19,7 @@ class Qsgd final : public Quantizer {
   Qsgd(uint32_t levels, uint64_t bucket, bool elias)
       : s_(levels), bucket_(bucket), elias_(elias), level_bits_(bits_for(uint64_t{levels} + 1)) {}
   bool stochastic() const noexcept override { return true; }
+  bool screens_nonfinite() const noexcept override { return true; }
 
   void encode(Payload& p, Streams& out, const StageContext& ctx) override {
     const std::span<const float> v = codes::coded_values(p);
@@ -29,10 +30,13 @@ class Qsgd final : public Quantizer {
     std::vector<uint8_t> bytes;
     codes::BitPacker bits(bytes, n * (1 + level_bits_));
     Rng rng = ctx.rng(RngPurpose::Round);
+    bool nonfinite = false;
     for (uint64_t b = 0; b < nb; ++b) {
       const uint64_t lo = b * size, hi = std::min(n, lo + size);
       double ss = 0;
       for (uint64_t i = lo; i < hi; ++i) ss += static_cast<double>(v[i]) * v[i];
+      // Squares of f32 values cannot overflow a double: ss is finite unless a value is NaN/±Inf.
+      if (!std::isfinite(ss)) nonfinite = true;
       const float norm = static_cast<float>(std::sqrt(ss));
       norms[b] = norm;
       const double scale = norm > 0 ? s_ / static_cast<double>(norm) : 0.0;
@@ -52,6 +56,7 @@ class Qsgd final : public Quantizer {
     bits.finish();
     out.add(kValueStream, 1).bytes = std::move(bytes);
     codes::write_f32s(out.add(kScaleStream, 4), norms);
+    if (nonfinite) codes::note_nonfinite(p, v);
   }
 
   void decode(Payload& p, const Streams& in, const StageContext&) override {

@@ -15,9 +15,11 @@ class Sign final : public Quantizer {
  public:
   explicit Sign(Scale scale) : scale_(scale) {}
 
+  bool screens_nonfinite() const noexcept override { return true; }
+
   void encode(Payload& p, Streams& out, const StageContext&) override {
     const std::span<const float> v = codes::coded_values(p);
-    codes::pack_signs(out.add(kValueStream, 1), v);
+    if (codes::pack_signs(out.add(kValueStream, 1), v)) codes::note_nonfinite(p, v);
     if (scale_ == Scale::None) return;
     Stream& sc = out.add(kScaleStream, 4);
     if (v.empty()) return;

@@ -181,6 +181,18 @@ def test_nonfinite_lossy_refuses_or_stores_raw():
     with np.load(path("nf_out.npz")) as z:
         assert same_bits(z["bad"], g)
         assert np.count_nonzero(z["clean"]) == 3  # 1% of 300, rounded
+    # Dense quantizers that count NaN/Inf as they code (sign, qsgd): the same refusal and count,
+    # the same raw storage.
+    for preset in ("signsgd", "qsgd4"):
+        fails("encode", path("nf.npz"), "-o", out, "--preset", preset, "--force", code=2,
+              contains=["tensor 'bad'", "3 non-finite"])
+        run("encode", path("nf.npz"), "-o", out, "--preset", preset, "--nonfinite", "raw", "--force")
+        info = json.loads(run("inspect", out, "--json")[0])
+        storage = {t["name"]: t["storage"] for t in info["frames"][0]["tensors"]}
+        assert storage == {"clean": "pipeline", "bad": "raw"}, (preset, storage)
+        run("decode", out, "-o", path("nf_out.npz"), "--force")
+        with np.load(path("nf_out.npz")) as z:
+            assert same_bits(z["bad"], g), preset
     # Lossless pipelines keep NaN/Inf bit-exact without being asked.
     run("encode", path("nf.npz"), "-o", path("nf2.gcz"), "--preset", "lossless")
     run("decode", path("nf2.gcz"), "-o", path("nf2_out.npz"))

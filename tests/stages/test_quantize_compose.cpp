@@ -8,7 +8,10 @@
 
 #include "stages/quantize_support.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 using namespace gradcodec;
 using namespace gradcodec::test;
@@ -213,4 +216,63 @@ TEST_CASE("quantizer decoders survive random bytes: a value count or Corrupt, ne
     // and fractional's unused interval codes (6, 7 for P = 6) make random streams corrupt.
     if (text.find("elias") == std::string::npos && text.find("fractional") == std::string::npos) CHECK(decoded > 0);
   }
+}
+
+TEST_CASE("a quantizer that screens NaN/Inf counts them exactly as it codes an f32 tensor", "[quantize][registry]") {
+  // A dense pipeline whose quantizer reads the f32 source first (sign, qsgd) counts its NaN/Inf
+  // in the same pass (the codec then skips its own count): the exact number, no streams, for
+  // non-finite values in the vectorised body and in the tail; 0 for a finite tensor, including
+  // values near the f32 maximum (their squares would overflow an f32 sum, not a double one).
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> clean = gaussian(1003, 41);
+  std::vector<std::string> screening;
+  for (const std::string& q : texts_of(StageKind::Quantizer)) {
+    if (refused(q)) continue;
+    PipelineStages stages(Pipeline::parse(q));
+    if (!stages.screens_nonfinite()) continue;
+    screening.push_back(q.substr(0, q.find('(')));
+    INFO(q);
+    auto encode = [&](const std::vector<float>& v) {
+      Tensor t = make_tensor("w", {1003}, v);
+      StageContext ctx;
+      ctx.info = &t.info;
+      PipelineStages::TensorState st;
+      return stages.encode(t, ctx, st);
+    };
+    for (const std::vector<size_t>& at : {std::vector<size_t>{0}, {517, 518}, {1002}, {5, 600, 1001}}) {
+      std::vector<float> v = clean;
+      for (size_t k = 0; k < at.size(); ++k) v[at[k]] = k % 3 == 0 ? nan : (k % 3 == 1 ? inf : -inf);
+      CAPTURE(at);
+      const auto enc = encode(v);
+      CHECK(enc.nonfinite == at.size());
+      CHECK(enc.streams.all().empty());
+    }
+    CHECK(encode(clean).nonfinite == 0);
+    std::vector<float> big = clean;
+    for (auto& x : big) x = x < 0 ? -3e38f : 3e38f;
+    const auto enc = encode(big);
+    CHECK(enc.nonfinite == 0);
+    CHECK_FALSE(enc.streams.all().empty());
+    // An f64 source whose value is beyond the f32 range (Inf once converted): the codec counts
+    // the f64 values (none is non-finite) and the quantizer codes it as it always did.
+    {
+      std::vector<double> d(clean.begin(), clean.end());
+      d[10] = 1e39;
+      Tensor t = make_tensor("w", {1003}, clean);
+      t.info.dtype = DType::F64;
+      std::vector<uint8_t> bytes(d.size() * 8);
+      std::memcpy(bytes.data(), d.data(), bytes.size());
+      t.data = Buffer(std::move(bytes));
+      StageContext ctx;
+      ctx.info = &t.info;
+      PipelineStages::TensorState st;
+      const auto e64 = stages.encode(t, ctx, st);
+      CHECK(e64.nonfinite == 0);
+      CHECK_FALSE(e64.streams.all().empty());
+    }
+    // Behind a transform (its output is not the source) the codec counts instead.
+    CHECK_FALSE(PipelineStages(Pipeline::parse("ef | " + q)).screens_nonfinite());
+  }
+  std::sort(screening.begin(), screening.end());
+  CHECK(screening == std::vector<std::string>{"qsgd", "sign"});
 }

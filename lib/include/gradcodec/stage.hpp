@@ -73,8 +73,9 @@ struct Payload {
   std::vector<float> values;
   bool exact = true;
 
-  // Encode side: NaN/Inf among an f32 source's elements, counted by a Reducer that
-  // screens_nonfinite(); when non-zero the pipeline stops and the codec applies --nonfinite.
+  // Encode side: NaN/Inf among an f32 source's elements, counted by the stage that screens_nonfinite()
+  // (a Reducer, or the Quantizer of a pipeline without one); when non-zero the pipeline stops
+  // and the codec applies --nonfinite.
   uint64_t nonfinite = 0;
 
   bool sparse = false;
@@ -273,6 +274,10 @@ class Quantizer : public Stage {
   // True when encode() reorders p.index into value order (curvefit): the pipeline then needs a
   // sparsifier with coded positions and an index coder that keeps_order().
   virtual bool reorders_index() const noexcept { return false; }
+  // True when encode(), coding all n values of an f32 source (no reducer, no transform before
+  // it), sets p.nonfinite to their number of NaN/Inf (its output is then discarded): as for
+  // Reducer::screens_nonfinite(), the codec then skips its own pass over the data.
+  virtual bool screens_nonfinite() const noexcept { return false; }
 };
 
 // positions → the `index` stream.
