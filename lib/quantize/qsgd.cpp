@@ -3,6 +3,7 @@
 #include "core/pages.hpp"
 #include "quantize/codes.hpp"
 #include "quantize/expand.hpp"
+#include "quantize/qsgd_levels.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -28,32 +29,36 @@ class Qsgd final : public Quantizer {
     const uint64_t size = bucket_ == 0 ? n : bucket_;
     std::vector<float> norms(nb);
     std::vector<uint8_t> bytes;
-    codes::BitPacker bits(bytes, n * (1 + level_bits_));
+    codes::BitPacker bits(bytes, elias_ ? n * (1 + level_bits_) : 0);
+    FixedPacker fixed(bytes, elias_ ? 0 : n, 1 + level_bits_);
     Rng rng = ctx.rng(RngPurpose::Round);
+    const double s = static_cast<double>(s_);
     bool nonfinite = false;
+    uint32_t code[kRun];  // the codes of a run of values: sign << level_bits | level
+    double sums[kGroup];  // Σv² of the buckets of a group
     for (uint64_t b = 0; b < nb; ++b) {
       const uint64_t lo = b * size, hi = std::min(n, lo + size);
-      double ss = 0;
-      for (uint64_t i = lo; i < hi; ++i) ss += static_cast<double>(v[i]) * v[i];
+      if (b % kGroup == 0) bucket_sums(v, b, std::min<uint64_t>(kGroup, nb - b), size, sums);
+      const double ss = sums[b % kGroup];
       // Squares of f32 values cannot overflow a double: ss is finite unless a value is NaN/±Inf.
       if (!std::isfinite(ss)) nonfinite = true;
       const float norm = static_cast<float>(std::sqrt(ss));
       norms[b] = norm;
       const double scale = norm > 0 ? s_ / static_cast<double>(norm) : 0.0;
-      for (uint64_t i = lo; i < hi; ++i) {
-        const double r = std::fabs(static_cast<double>(v[i])) * scale;
-        const double u = rng.uniform();
-        uint64_t l;
-        if (r < s_) {  // NaN fails this test and the next: it codes as level 0
-          const uint64_t fl = static_cast<uint64_t>(r);  // r ≥ 0: truncation is ⌊r⌋
-          l = fl + (u < r - static_cast<double>(fl) ? 1 : 0);
+      for (uint64_t i = lo; i < hi; i += kRun) {
+        // One uniform per value, drawn in turn: value i + j takes the stream's output first + j.
+        const uint64_t m = std::min<uint64_t>(kRun, hi - i), first = rng.counter();
+        codes::qsgd_codes(v.data() + i, m, scale, s, level_bits_, rng.key(), first, code);
+        rng.seek(first + m);
+        if (elias_) {
+          for (uint64_t j = 0; j < m; ++j) put_elias(bits, code[j] & ((1u << level_bits_) - 1), code[j] >> level_bits_);
         } else {
-          l = r >= s_ ? s_ : 0;
+          fixed.put(code, m);
         }
-        put(bits, l, codes::sign_bit(v[i]));
       }
     }
-    bits.finish();
+    if (elias_) bits.finish();
+    else fixed.finish();
     out.add(kValueStream, 1).bytes = std::move(bytes);
     codes::write_f32s(out.add(kScaleStream, 4), norms);
     if (nonfinite) codes::note_nonfinite(p, v);
@@ -102,11 +107,91 @@ class Qsgd final : public Quantizer {
   }
 
  private:
-  void put(codes::BitPacker& bits, uint64_t l, bool positive) const {
-    if (!elias_) {
-      bits.put((uint64_t{positive} << level_bits_) | l, 1 + level_bits_);
+  // The fixed-width codes (sign, then the level in level_bits_ bits), MSB-first: the bytes a
+  // BitPacker would write, 32 bits at a time into a buffer sized once.
+  class FixedPacker {
+   public:
+    FixedPacker(std::vector<uint8_t>& out, uint64_t count, unsigned width) : out_(out), w_(width) {
+      out_.resize(codes::packed_bytes(count, width, kName));
+      at_ = out_.data();
+    }
+    void put(const uint32_t* c, uint64_t m) {  // w_ ≤ 25 and n_ < 32 on entry: acc_ never overflows
+      uint64_t j = 0;
+      if (n_ == 0) {  // on a word boundary: widths that divide 32 fill whole words without a carry
+        switch (w_) {
+          case 2: j = words<2>(c, m); break;
+          case 4: j = words<4>(c, m); break;
+          case 8: j = words<8>(c, m); break;
+          default: break;
+        }
+      }
+      for (; j < m; ++j) {
+        acc_ = (acc_ << w_) | c[j];
+        n_ += w_;
+        if (n_ >= 32) {
+          n_ -= 32;
+          const auto word = static_cast<uint32_t>(acc_ >> n_);
+          at_[0] = static_cast<uint8_t>(word >> 24), at_[1] = static_cast<uint8_t>(word >> 16);
+          at_[2] = static_cast<uint8_t>(word >> 8), at_[3] = static_cast<uint8_t>(word);
+          at_ += 4;
+          acc_ &= (uint64_t{1} << n_) - 1;
+        }
+      }
+    }
+    // Whole 32-bit words of W-bit codes (big-endian: the first code in the high bits), as many
+    // as c[0..m) fills; returns the number of codes written.
+    template <unsigned W>
+    uint64_t words(const uint32_t* c, uint64_t m) {
+      constexpr unsigned per = 32 / W;
+      uint64_t j = 0;
+      for (; j + per <= m; j += per) {
+        uint32_t word = 0;
+        for (unsigned k = 0; k < per; ++k) word |= c[j + k] << (32 - W * (k + 1));
+        at_[0] = static_cast<uint8_t>(word >> 24), at_[1] = static_cast<uint8_t>(word >> 16);
+        at_[2] = static_cast<uint8_t>(word >> 8), at_[3] = static_cast<uint8_t>(word);
+        at_ += 4;
+      }
+      return j;
+    }
+    void finish() {
+      for (; n_ >= 8; n_ -= 8) *at_++ = static_cast<uint8_t>(acc_ >> (n_ - 8));
+      if (n_ > 0) *at_++ = static_cast<uint8_t>(acc_ << (8 - n_));
+      n_ = 0;
+      if (at_ != out_.data() + out_.size()) fail(ErrorCode::Internal, "qsgd: packed size mismatch");
+    }
+
+   private:
+    std::vector<uint8_t>& out_;
+    uint8_t* at_;
+    unsigned w_, n_ = 0;
+    uint64_t acc_ = 0;
+  };
+
+  static constexpr uint64_t kRun = 256;  // values coded between two packings (codes in L1)
+  static constexpr uint64_t kGroup = 8;  // buckets whose sums are computed together
+
+  // sums[k] = Σ v_i² over bucket first + k (k < count), added in index order in double as the
+  // rule reads (each square of an f32 is exact in double; only the order of the additions
+  // matters). Eight whole buckets are summed side by side: eight independent chains of additions
+  // instead of one, the same sums bit for bit.
+  static void bucket_sums(std::span<const float> v, uint64_t first, uint64_t count, uint64_t size, double* sums) {
+    const float* x = v.data() + first * size;
+    if (count == kGroup && (first + kGroup) * size <= v.size()) {
+      double a[kGroup] = {};
+      for (uint64_t i = 0; i < size; ++i)
+        for (uint64_t k = 0; k < kGroup; ++k) a[k] += static_cast<double>(x[k * size + i]) * x[k * size + i];
+      for (uint64_t k = 0; k < kGroup; ++k) sums[k] = a[k];
       return;
     }
+    for (uint64_t k = 0; k < count; ++k) {
+      const uint64_t lo = (first + k) * size, hi = std::min<uint64_t>(v.size(), lo + size);
+      double ss = 0;
+      for (uint64_t i = lo; i < hi; ++i) ss += static_cast<double>(v[i]) * v[i];
+      sums[k] = ss;
+    }
+  }
+
+  void put_elias(codes::BitPacker& bits, uint64_t l, bool positive) const {
     const uint64_t x = l + 1;
     const unsigned width = static_cast<unsigned>(std::bit_width(x));  // ⌊log2 x⌋ + 1
     bits.put(x, 2 * width - 1);  // width − 1 leading zeros, then x

@@ -2,7 +2,9 @@
 // input, edge sizes and corrupt streams.
 #include <catch2/catch.hpp>
 
+#include "quantize/codes.hpp"
 #include "quantize/expand.hpp"
+#include "quantize/qsgd_levels.hpp"
 #include "stages/quantize_support.hpp"
 
 #include <bit>
@@ -255,4 +257,106 @@ TEST_CASE("code expansion: the vectorised loops give the portable loops' floats 
           REQUIRE(std::bit_cast<uint32_t>(b[i]) == std::bit_cast<uint32_t>(want));
         }
       }
+}
+
+namespace {
+// qsgd's encoder as the formula reads, one value at a time through the generator in turn and a
+// BitPacker: the value stream and norms the stage must reproduce byte for byte.
+std::pair<std::vector<uint8_t>, std::vector<float>> reference_encode(const std::vector<float>& v, uint32_t s,
+                                                                     uint64_t bucket, bool elias, Rng rng) {
+  const unsigned level_bits = static_cast<unsigned>(std::bit_width(uint64_t{s}));
+  std::vector<uint8_t> bytes;
+  stages::codes::BitPacker bits(bytes, 0);
+  const std::vector<float> norms = bucket_norms(v, bucket);
+  const size_t size = bucket == 0 ? v.size() : bucket;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float norm = norms[i / size];
+    const double scale = norm > 0 ? s / static_cast<double>(norm) : 0.0;
+    const double r = std::fabs(static_cast<double>(v[i])) * scale, u = rng.uniform();
+    uint64_t l = 0;
+    if (r < s) l = static_cast<uint64_t>(std::floor(r)) + (u < r - std::floor(r) ? 1 : 0);
+    else if (r >= s) l = s;
+    const bool positive = !(v[i] < 0);
+    if (!elias) {
+      bits.put((uint64_t{positive} << level_bits) | l, 1 + level_bits);
+    } else {
+      const unsigned width = static_cast<unsigned>(std::bit_width(l + 1));
+      bits.put(l + 1, 2 * width - 1);
+      if (l > 0) bits.put(positive ? 1 : 0, 1);
+    }
+  }
+  bits.finish();
+  return {bytes, norms};
+}
+}  // namespace
+
+TEST_CASE("qsgd's encoder gives the formula's bytes: every level width, bucket, run and tail", "[quantize][qsgd]") {
+  // The stage codes runs of values (vectorised where the CPU allows) and packs them 32 bits at a
+  // time; its streams must equal the one-value-at-a-time reference for levels from 1 to 2^24 − 1,
+  // buckets that end mid-run, counts that cross the runs, NaN/±Inf/−0/denormals and a value
+  // at the bucket's norm (r = s).
+  std::vector<float> g = gaussian(3001, 17);
+  g[10] = -0.0f, g[11] = 0.0f, g[12] = std::numeric_limits<float>::denorm_min();
+  g[700] = std::numeric_limits<float>::quiet_NaN(), g[701] = std::numeric_limits<float>::infinity();
+  g[702] = -std::numeric_limits<float>::infinity();
+  std::vector<float> lone(600, 0.0f);
+  lone[300] = -2.5f;  // the only non-zero of its bucket: r = s exactly
+  for (uint32_t s : {1u, 3u, 5u, 7u, 127u, 255u, 16777215u})
+    for (uint64_t bucket : {uint64_t{0}, uint64_t{5}, uint64_t{300}, uint64_t{512}})
+      for (const std::vector<float>* src : {&g, &lone})
+        for (uint64_t n : {uint64_t{1}, uint64_t{9}, uint64_t{257}, uint64_t{src->size()}})
+          for (bool elias : {false, true}) {
+            const std::string text = "qsgd(levels=" + std::to_string(s) + ", bucket=" + std::to_string(bucket) +
+                                     (elias ? ", coding=elias)" : ")");
+            INFO(text << " n=" << n << (src == &lone ? " lone" : ""));
+            const std::vector<float> v(src->begin(), src->begin() + static_cast<long>(n));
+            Tensor t = make_tensor("w", {n}, v);
+            auto q = make_quantizer(text);
+            Payload p;
+            p.source = &t;
+            p.info = &t.info;
+            p.n = n;
+            p.exact = false;
+            Streams out;
+            const StageContext ctx = quant_ctx(t.info, 9);
+            q->encode(p, out, ctx);
+            const auto [bytes, norms] = reference_encode(v, s, bucket, elias, ctx.rng(RngPurpose::Round));
+            REQUIRE(out.find("value")->bytes == bytes);
+            const std::vector<uint8_t>& scale = out.find("scale")->bytes;
+            REQUIRE(scale.size() == norms.size() * 4);
+            CHECK(std::memcmp(scale.data(), norms.data(), scale.size()) == 0);
+          }
+}
+
+TEST_CASE("qsgd level codes: the vectorised loop gives the portable loop's codes bit for bit", "[quantize][qsgd]") {
+  // Eight values per step where the CPU has AVX-512 (F+DQ). Inputs: NaN, ±Inf, −0, denormals,
+  // values at, just under and above the top level, scale 0 and a scale that overflows r to Inf;
+  // counts crossing the vector step; generator counters near 2^64 (the key + n·γ wrap-around).
+  WARN("vectorised qsgd level codes on this CPU: " << (stages::codes::qsgd_codes_vectorised() ? "yes" : "no"));
+  std::vector<float> x = gaussian(100, 23);
+  x[0] = std::numeric_limits<float>::quiet_NaN(), x[1] = std::numeric_limits<float>::infinity();
+  x[2] = -std::numeric_limits<float>::infinity(), x[3] = -0.0f, x[4] = 0.0f;
+  x[5] = std::numeric_limits<float>::denorm_min(), x[6] = -std::numeric_limits<float>::denorm_min();
+  x[7] = 1.0f, x[8] = -1.0f, x[9] = std::nextafter(1.0f, 0.0f), x[10] = std::nextafter(1.0f, 2.0f);
+  x[11] = 0.5f, x[12] = -0.25f;
+  for (uint32_t s : {1u, 7u, 127u, 16777215u})
+    for (double scale : {0.0, 1.0, static_cast<double>(s), 3.7, 1e300})
+      for (uint64_t first : {uint64_t{0}, uint64_t{5}, ~uint64_t{0} - 20})
+        for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{9}, uint64_t{17}, uint64_t{100}}) {
+          INFO("s " << s << " scale " << scale << " first " << first << " count " << count);
+          const unsigned level_bits = static_cast<unsigned>(std::bit_width(uint64_t{s}));
+          const uint64_t key = 0x123456789abcdefULL;
+          std::vector<uint32_t> a(count + 1, 42u), b(count + 1, 42u);
+          stages::codes::qsgd_codes(x.data(), count, scale, s, level_bits, key, first, a.data());
+          stages::codes::qsgd_codes_portable(x.data(), count, scale, s, level_bits, key, first, b.data());
+          REQUIRE(a == b);  // the sentinel past the end too
+          const Rng rng(key);
+          for (uint64_t j = 0; j < count; ++j) {  // and the portable loop is the rule
+            const double r = std::fabs(static_cast<double>(x[j])) * scale, u = rng.uniform_at(first + j);
+            uint32_t l = 0;
+            if (r < s) l = static_cast<uint32_t>(std::floor(r)) + (u < r - std::floor(r) ? 1u : 0u);
+            else if (r >= s) l = s;
+            REQUIRE(b[j] == ((x[j] < 0 ? 0u : 1u << level_bits) | l));
+          }
+        }
 }
