@@ -2,6 +2,11 @@
 
 #include <vector>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GRADCODEC_HALF_F16C 1
+#endif
+
 namespace gradcodec {
 
 float f16_to_f32(uint16_t h) noexcept {
@@ -74,6 +79,41 @@ uint16_t f32_to_f16(float f) noexcept {
   uint32_t r = (static_cast<uint32_t>(e) << 10) | m;
   if (rest > 0x1000u || (rest == 0x1000u && (m & 1u))) ++r;  // may carry into exponent: correct
   return sign | static_cast<uint16_t>(r);
+}
+
+void f32_to_f16_n_portable(const float* src, uint64_t n, uint8_t* dst) noexcept {
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint16_t h = f32_to_f16(src[i]);
+    std::memcpy(dst + 2 * i, &h, 2);
+  }
+}
+
+#if defined(GRADCODEC_HALF_F16C)
+namespace {
+// vcvtps2ph with round-to-nearest-even is IEEE's conversion, the rule above, for every non-NaN
+// value (subnormal results and overflow to ±Inf included). A NaN's result differs (the CPU sets
+// the quiet bit), so a group of eight holding one goes through the scalar rule.
+__attribute__((target("f16c,avx"))) void f32_to_f16_f16c(const float* src, uint64_t n, uint8_t* dst) noexcept {
+  uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(src + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)) != 0) {
+      f32_to_f16_n_portable(src + i, 8, dst + 2 * i);
+      continue;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  }
+  f32_to_f16_n_portable(src + i, n - i, dst + 2 * i);
+}
+}  // namespace
+#endif
+
+void f32_to_f16_n(const float* src, uint64_t n, uint8_t* dst) noexcept {
+#if defined(GRADCODEC_HALF_F16C)
+  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  if (f16c) return f32_to_f16_f16c(src, n, dst);
+#endif
+  f32_to_f16_n_portable(src, n, dst);
 }
 
 uint16_t f32_to_bf16(float f) noexcept {

@@ -89,10 +89,7 @@ void from_f32(const float* src, uint64_t n, DType dt, uint8_t* dst) {
       }
       return;
     case DType::F16:
-      for (uint64_t i = 0; i < n; ++i) {
-        uint16_t h = f32_to_f16(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
+      f32_to_f16_n(src, n, dst);
       return;
     case DType::BF16:
       for (uint64_t i = 0; i < n; ++i) {

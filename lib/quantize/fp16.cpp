@@ -1,6 +1,7 @@
 #include "quantize/fp16.hpp"
 
 #include "core/pages.hpp"
+#include "quantize/codes.hpp"
 
 #include <gradcodec/half.hpp>
 
@@ -14,15 +15,33 @@ template <uint16_t (*To)(float), DType Half>
 class HalfCast final : public Quantizer {
  public:
   explicit HalfCast(const char* name) : name_(name) {}
+  bool screens_nonfinite() const noexcept override { return true; }
   void encode(Payload& p, Streams& out, const StageContext&) override {
-    const std::vector<float>& v = p.sparse || p.lowrank ? p.values : p.dense_f32();
+    // The source's own f32 values when dense (no copy); the halves appended in cache-sized
+    // chunks (written once, not zero-filled first); NaN/±Inf noted in the same pass.
+    const std::span<const float> v = codes::coded_values(p);
     Stream& s = out.add(kValueStream, 2);
-    s.bytes.resize(v.size() * 2);
-    uint8_t* d = s.bytes.data();
-    for (size_t i = 0; i < v.size(); ++i) {
-      uint16_t h = To(v[i]);
-      std::memcpy(d + 2 * i, &h, 2);
-    }
+    bool nonfinite = false;
+    append_chunked<8192>(s.bytes, v.size() * 2, [&](uint8_t* dst, uint64_t first, uint64_t bytes) {
+      const float* x = v.data() + first / 2;
+      const uint64_t m = bytes / 2;
+      if constexpr (Half == DType::F16) {
+        f32_to_f16_n(x, m, dst);
+      } else {
+        for (uint64_t i = 0; i < m; ++i) {
+          const uint16_t h = To(x[i]);
+          std::memcpy(dst + 2 * i, &h, 2);
+        }
+      }
+      uint32_t all_ones = 0;  // how many exponents are all ones (NaN/±Inf), counted branch-free
+      for (uint64_t i = 0; i < m; ++i) {
+        uint32_t u;
+        std::memcpy(&u, x + i, 4);
+        all_ones += (u & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+      }
+      nonfinite = nonfinite || all_ones != 0;
+    });
+    if (nonfinite) codes::note_nonfinite(p, v);
   }
   void decode(Payload& p, const Streams& in, const StageContext&) override {
     auto b = in.get(kValueStream);
