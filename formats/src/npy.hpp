@@ -3,8 +3,8 @@
 //
 // An NPY stream is: "\x93NUMPY", major, minor, the header length (u16 LE for 1.0, u32 LE for 2.0
 // and 3.0), the header (a Python dict literal: latin-1 for 1.0/2.0, UTF-8 for 3.0), the data.
-// The header is parsed by a small strict parser (never evaluated); every length is checked against
-// the stream's size before anything is allocated.
+// The header is parsed by a small strict parser (never evaluated; npy_header.hpp); every length is
+// checked against the stream's size before anything is allocated.
 #pragma once
 
 #include <gradcodec/tensor.hpp>
