@@ -14,8 +14,6 @@
 
 namespace gradcodec {
 
-uint64_t xxh3(const void* data, size_t n) noexcept { return XXH3_64bits(data, n); }
-
 namespace {
 
 constexpr uint8_t kMagic[8] = {0x89, 'G', 'C', 'Z', '\r', '\n', 0x1a, '\n'};
