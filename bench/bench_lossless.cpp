@@ -1,6 +1,7 @@
 // Lossless stages on f32 gradient-like bytes: input bytes per second.
 #include <benchmark/benchmark.h>
 
+#include "core/checksum.hpp"
 #include "core/pages.hpp"
 #include "support.hpp"
 
@@ -9,6 +10,8 @@
 #include <cstring>
 
 #include <zstd.h>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
 
 using namespace gradcodec;
 
@@ -31,7 +34,8 @@ BENCHMARK(BM_lossless_preset)->Arg(1000)->Arg(1000000);
 namespace {
 struct LosslessInput {
   std::vector<uint8_t> raw, shuffled, compressed;  // f32 bytes; shuffle(width=4) of them; zstd(3) of that
-  std::unique_ptr<Stage> shuffle, zstd;
+  std::vector<uint8_t> runs_compressed;             // zstd(3) of shuffle(block=262144) of them
+  std::unique_ptr<Stage> shuffle, zstd, runs;
 };
 const LosslessInput& lossless_input() {
   static const LosslessInput in = [] {
@@ -40,12 +44,14 @@ const LosslessInput& lossless_input() {
     const auto v = test::gaussian(n, 1, 1e-3f);
     r.raw.resize(n * 4);
     std::memcpy(r.raw.data(), v.data(), r.raw.size());
-    for (const char* name : {"shuffle", "zstd"}) {
+    for (const char* name : {"shuffle", "zstd", "shuffle(block=262144)"}) {
       const StageSpec s = Pipeline::parse(name).stages().back();
-      (std::string(name) == "zstd" ? r.zstd : r.shuffle) = find_stage(s.name)->make(s.params, s.version);
+      const std::string text = name;
+      (text == "zstd" ? r.zstd : text == "shuffle" ? r.shuffle : r.runs) = find_stage(s.name)->make(s.params, s.version);
     }
     r.shuffled = static_cast<const Lossless&>(*r.shuffle).encode(r.raw, 4);
     r.compressed = static_cast<const Lossless&>(*r.zstd).encode(r.shuffled, 1);
+    r.runs_compressed = static_cast<const Lossless&>(*r.zstd).encode(static_cast<const Lossless&>(*r.runs).encode(r.raw, 4), 1);
     return r;
   }();
   return in;
@@ -94,3 +100,47 @@ BENCHMARK(BM_decode_zstd_stage)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decode_zstd_baseline_oneshot)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decode_shuffle_stage)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decode_shuffle_baseline_zeroed)->Unit(benchmark::kMillisecond);
+
+// Undoing `shuffle | zstd` as the codec does: with runs (the lossless preset's block=262144),
+// zstd's output is read run by run into a buffer in cache and joined from there; without them
+// (before), zstd decodes the whole stream into fresh memory and the join reads it from there.
+// Bytes/s of output.
+static void BM_decode_shuffle_zstd_runs(benchmark::State& state) {
+  const auto& in = lossless_input();
+  const auto& runs = static_cast<const Lossless&>(*in.runs);
+  const auto& zstd = static_cast<const Lossless&>(*in.zstd);
+  for (auto _ : state) {
+    auto out = runs.decode_from(zstd.decode_pieces(in.runs_compressed, in.shuffled.size()), in.raw.size());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * in.raw.size()));
+}
+static void BM_decode_shuffle_zstd_whole(benchmark::State& state) {
+  const auto& in = lossless_input();
+  const auto& shuffle = static_cast<const Lossless&>(*in.shuffle);
+  const auto& zstd = static_cast<const Lossless&>(*in.zstd);
+  for (auto _ : state) {
+    const Lossless::Scratch between = zstd.decode_scratch(in.compressed, in.shuffled.size());
+    auto out = shuffle.decode(between.bytes(), in.raw.size());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * in.raw.size()));
+}
+BENCHMARK(BM_decode_shuffle_zstd_runs)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decode_shuffle_zstd_whole)->Unit(benchmark::kMillisecond);
+
+// The container's checksum over 40 MB (every stream is hashed when written and when read):
+// gradcodec's xxh3() (AVX2 where the CPU has it) and libxxhash's XXH3_64bits (Debian's build,
+// SSE2), the same value.
+static void BM_checksum_xxh3(benchmark::State& state) {
+  const auto& in = lossless_input();
+  for (auto _ : state) benchmark::DoNotOptimize(xxh3(in.raw.data(), in.raw.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * in.raw.size()));
+}
+static void BM_checksum_libxxhash(benchmark::State& state) {
+  const auto& in = lossless_input();
+  for (auto _ : state) benchmark::DoNotOptimize(XXH3_64bits(in.raw.data(), in.raw.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * in.raw.size()));
+}
+BENCHMARK(BM_checksum_xxh3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_checksum_libxxhash)->Unit(benchmark::kMillisecond);

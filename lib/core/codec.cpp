@@ -223,6 +223,13 @@ bool PipelineStages::undo_lossless(Stream& s, std::span<const uint8_t> in, uint6
   Lossless::Scratch between;  // what one stage decoded for the next one to undo
   std::span<const uint8_t> src = in;
   for (size_t k = chain.size(); k-- > 1;) {
+    if (k == 1 && chain[0]->takes_pieces()) {  // the last two as one (nothing in between is held)
+      const Lossless::Pieces pieces = chain[1]->decode_pieces(src, stream_bound(n));
+      if (pieces.next) {
+        s.bytes = chain[0]->decode_from(pieces, stream_bound(n));
+        return true;
+      }
+    }
     Lossless::Scratch next = chain[k]->decode_scratch(src, stream_bound(n));
     between = std::move(next);
     src = between.bytes();

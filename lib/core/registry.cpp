@@ -236,7 +236,9 @@ const std::vector<StageEntry>& build_table() {
        "topk(ratio=0.1) | bloom(fpr=0.05, fp_aware=true)"},
       // ---- lossless ----
       {"shuffle", StageKind::Lossless, 1, {},
-       {int_param("width", "0", 0, 16, "element width in bytes; 0 = the stream's own"), stream_param()},
+       {int_param("width", "0", 0, 16, "element width in bytes; 0 = the stream's own"),
+        int_param("block", "0", 0, 1073741824, "elements per shuffled run; 0 = the whole stream is one run"),
+        stream_param()},
        make_shuffle, "byte shuffle (byte j of every element together)", "Blosc / HDF5 shuffle filter", "shuffle | zstd"},
       {"zstd", StageKind::Lossless, 1, {},
        {int_param("level", "3", -7, 22, "zstd compression level"),
@@ -264,7 +266,7 @@ const StageEntry* find_stage(const std::string& name) noexcept {
 
 const std::vector<Preset>& preset_table() {
   static const std::vector<Preset> presets = {
-      {"lossless", "raw | shuffle | zstd(level=1, minmatch=7, hashlog=10)", "bit-exact: byte shuffle + Zstandard"},
+      {"lossless", "raw | shuffle(block=262144) | zstd(level=1, minmatch=7, hashlog=10)", "bit-exact: byte shuffle + Zstandard"},
       {"fp16", "fp16", "half-precision cast (PyTorch's fp16_compress_hook)"},
       {"qsgd8", "qsgd(levels=127, bucket=512)", "QSGD 8-bit, bucket 512 (Alistarh et al. 2017; DeepReduce's bucket)"},
       {"qsgd4", "qsgd(levels=7, bucket=512)", "QSGD 4-bit, bucket 512 (Alistarh et al. 2017)"},

@@ -44,6 +44,14 @@ std::vector<uint8_t> Lossless::encode_from(const Pieces& in, uint8_t width) cons
   return encode(all, width);
 }
 
+std::vector<uint8_t> Lossless::decode_from(const Pieces& in, uint64_t max_out) const {
+  std::vector<uint8_t> all;
+  append_chunked<16384>(all, in.size, [&](uint8_t* dst, size_t, size_t count) {
+    if (in.next(dst, count) != count) fail(ErrorCode::Corrupt, "lossless pieces ended early");
+  });
+  return decode(all, max_out);
+}
+
 uint64_t Streams::total_bytes() const noexcept {
   uint64_t n = 0;
   for (const auto& s : list_) n += s.view().size();

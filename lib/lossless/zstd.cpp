@@ -54,31 +54,47 @@ class Zstd final : public Lossless {
     return out;
   }
   std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const override {
-    const uint64_t size = content_size(in, max_out);
     // Streamed out in cache-sized chunks appended to fresh memory: the output is written once
     // (a zero-filled buffer handed to ZSTD_decompress is written twice).
-    std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
-    if (!dctx) fail(ErrorCode::Internal, "zstd: cannot create a decompression context");
-    ZSTD_inBuffer src{in.data(), in.size(), 0};
-    size_t left = 1;  // ZSTD_decompressStream's hint: 0 once the frame is complete
+    const Pieces pieces = decode_pieces(in, max_out);
     std::vector<uint8_t> out;
-    append_chunked<16384>(out, size, [&](uint8_t* dst, size_t, size_t n) {
-      ZSTD_outBuffer o{dst, n, 0};
-      while (o.pos < n) {
+    append_chunked<16384>(out, static_cast<size_t>(pieces.size),
+                          [&](uint8_t* dst, size_t, size_t n) { pieces.next(dst, n); });
+    pieces.next(nullptr, 0);  // the end of the frame, when it held nothing
+    return out;
+  }
+  // The content front to back through zstd's streaming decoder (its window buffer in cache).
+  // Once the last byte is out, the frame's end (and its checksum, if any) is read and bytes
+  // after the frame are refused.
+  Pieces decode_pieces(std::span<const uint8_t> in, uint64_t max_out) const override {
+    Pieces p;
+    p.size = content_size(in, max_out);
+    std::shared_ptr<ZSTD_DCtx> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+    if (!dctx) fail(ErrorCode::Internal, "zstd: cannot create a decompression context");
+    p.next = [dctx, src = ZSTD_inBuffer{in.data(), in.size(), 0}, left = p.size, hint = size_t{1},
+              ended = false](uint8_t* dst, size_t cap) mutable -> size_t {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(cap, left));
+      ZSTD_outBuffer o{dst, want, 0};
+      while (o.pos < want) {
         const size_t before_in = src.pos, before_out = o.pos;
-        left = ZSTD_decompressStream(dctx.get(), &o, &src);
-        if (ZSTD_isError(left) || (left == 0 && o.pos < n) || (src.pos == before_in && o.pos == before_out))
+        hint = ZSTD_decompressStream(dctx.get(), &o, &src);  // 0 once the frame is complete
+        if (ZSTD_isError(hint) || (hint == 0 && o.pos < want) || (src.pos == before_in && o.pos == before_out))
           fail(ErrorCode::Corrupt, "zstd: corrupt frame");
       }
-    });
-    if (left != 0) {  // every byte is out; the frame's end (and its checksum, if any) is still to come
-      std::array<uint8_t, 1> extra{};
-      ZSTD_outBuffer o{extra.data(), extra.size(), 0};
-      left = ZSTD_decompressStream(dctx.get(), &o, &src);
-      if (ZSTD_isError(left) || left != 0 || o.pos != 0) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
-    }
-    if (src.pos != src.size) fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
-    return out;
+      left -= want;
+      if (left == 0 && !ended) {
+        ended = true;
+        if (hint != 0) {  // every byte is out; the frame's end is still to come
+          std::array<uint8_t, 1> extra{};
+          ZSTD_outBuffer e{extra.data(), extra.size(), 0};
+          hint = ZSTD_decompressStream(dctx.get(), &e, &src);
+          if (ZSTD_isError(hint) || hint != 0 || e.pos != 0) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+        }
+        if (src.pos != src.size) fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
+      }
+      return want;
+    };
+    return p;
   }
   // For a next stage to undo: the frame decoded in one call straight into memory that is not
   // zero-filled first (no window buffer of zstd's own, no pieces to append).

@@ -339,6 +339,18 @@ class Lossless : public Stage {
     s.vec = decode(in, max_out);
     return s;
   }
+  // Undoing two stages in a row without holding the later one's output: it hands its decode()
+  // output out piece by piece (`zstd`), the earlier one reads the pieces as they come (`shuffle`
+  // with blocks). Both sides are optional and give the same bytes as decode().
+  virtual Pieces decode_pieces(std::span<const uint8_t> in, uint64_t max_out) const {
+    (void)in, (void)max_out;
+    return {};
+  }
+  // Whether decode_from() reads the pieces as they come (default: it gathers them first).
+  virtual bool takes_pieces() const noexcept { return false; }
+  // decode() of the bytes that `in` hands out.
+  virtual std::vector<uint8_t> decode_from(const Pieces& in, uint64_t max_out) const;
+
   // "" = every stream; else only the named one.
   std::string only_stream;
 };
