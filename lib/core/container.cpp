@@ -3,6 +3,7 @@
 #include <gradcodec/pipeline.hpp>
 
 #include "core/checksum.hpp"
+#include "core/pages.hpp"
 
 #include <nlohmann/json.hpp>
 #define XXH_STATIC_LINKING_ONLY
@@ -392,6 +393,7 @@ std::span<const uint8_t> ContainerReader::stream_bytes(const RecordMeta& m, size
   if (k >= m.streams.size()) fail(ErrorCode::Internal, "stream index out of range");
   const auto& si = m.streams[k];
   const uint8_t* p = file_->data() + si.offset;
+  populate_read(p, si.size);  // the checksum reads it all: map it at once
   if (xxh3(p, si.size) != si.checksum)
     corrupt("stream '" + si.name + "' of tensor " + m.info.name, si.offset, "checksum mismatch");
   return {p, si.size};
