@@ -1,5 +1,6 @@
 #include "sparsify/dgc.hpp"
 
+#include "sparsify/elementwise.hpp"
 #include "sparsify/topk.hpp"
 
 #include <algorithm>
@@ -88,10 +89,9 @@ DgcSelection dgc_select(std::span<const float> v, uint64_t k, double sample, Rng
 
 namespace {
 
-class Dgc final : public Reducer {
+class Dgc final : public ElementwiseSparsifier {
  public:
   Dgc(double ratio, double sample) : ratio_(ratio), sample_(sample) {}
-  StageKind kind() const noexcept override { return StageKind::Sparsifier; }
   bool stochastic() const noexcept override { return true; }
 
   void encode(Payload& p, Streams&, const StageContext& ctx) override {
@@ -100,21 +100,8 @@ class Dgc final : public Reducer {
     count.ratio = ratio_;
     Rng rng = ctx.rng(RngPurpose::Sample);
     DgcSelection sel = dgc_select(v, count.of(v.size()), sample_, rng);
-    std::vector<float> kept(sel.index.size());
-    for (size_t j = 0; j < kept.size(); ++j) kept[j] = v[sel.index[j]];
-    p.values = std::move(kept);
-    p.index = std::move(sel.index);
-    p.sparse = true;
-    p.universe = p.n;
-    p.block = 1;
+    keep_at(p, v, std::move(sel.index));
   }
-
-  void prepare_decode(Payload& p, const Streams&, const StageContext&) override {
-    p.sparse = true;
-    p.universe = p.n;
-    p.block = 1;
-  }
-  void decode(Payload& p, const Streams&, const StageContext&) override { scatter_to_dense(p); }
 
  private:
   double ratio_, sample_;

@@ -1,15 +1,16 @@
 #include "sparsify/threshold.hpp"
 
+#include "sparsify/elementwise.hpp"
+
 #include <cmath>
 
 namespace gradcodec::stages {
 
 namespace {
 
-class Threshold final : public Reducer {
+class Threshold final : public ElementwiseSparsifier {
  public:
   explicit Threshold(double tau) : tau_(tau) {}
-  StageKind kind() const noexcept override { return StageKind::Sparsifier; }
 
   void encode(Payload& p, Streams&, const StageContext&) override {
     const std::vector<float>& v = p.dense_f32();
@@ -21,19 +22,8 @@ class Threshold final : public Reducer {
         kept.push_back(v[i]);
       }
     }
-    p.values = std::move(kept);
-    p.index = std::move(idx);
-    p.sparse = true;
-    p.universe = p.n;
-    p.block = 1;
+    keep(p, std::move(kept), std::move(idx));
   }
-
-  void prepare_decode(Payload& p, const Streams&, const StageContext&) override {
-    p.sparse = true;
-    p.universe = p.n;
-    p.block = 1;
-  }
-  void decode(Payload& p, const Streams&, const StageContext&) override { scatter_to_dense(p); }
 
  private:
   double tau_;

@@ -1,4 +1,5 @@
 #include "sparsify/topk.hpp"
+#include "sparsify/elementwise.hpp"
 #include "sparsify/radix.hpp"
 
 #include <algorithm>
@@ -154,10 +155,9 @@ struct GlobalCut final : StageState {
   std::vector<uint64_t> ties;  // per tensor index of the frame
 };
 
-class Topk final : public Reducer {
+class Topk final : public ElementwiseSparsifier {
  public:
   Topk(KeepCount count, bool global) : count_(count), global_(global) {}
-  StageKind kind() const noexcept override { return StageKind::Sparsifier; }
 
   // Three passes over the frame (one per radix digit), each loading one tensor at a time. The
   // last pass keeps, per tensor, the non-empty bins of its last-digit histogram (≤ 1024 each).
@@ -235,21 +235,8 @@ class Topk final : public Reducer {
       idx = topk_select(v, count_.of(v.size()), screen ? &p.nonfinite : nullptr);
       if (p.nonfinite) return;  // the codec refuses the tensor or stores it raw
     }
-    std::vector<float> kept(idx.size());
-    for (size_t j = 0; j < idx.size(); ++j) kept[j] = v[idx[j]];
-    p.values = std::move(kept);
-    p.index = std::move(idx);
-    p.sparse = true;
-    p.universe = p.n;
-    p.block = 1;
+    keep_at(p, v, std::move(idx));
   }
-
-  void prepare_decode(Payload& p, const Streams&, const StageContext&) override {
-    p.sparse = true;
-    p.universe = p.n;
-    p.block = 1;
-  }
-  void decode(Payload& p, const Streams&, const StageContext&) override { scatter_to_dense(p); }
 
  private:
   KeepCount count_;
