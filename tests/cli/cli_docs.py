@@ -32,4 +32,19 @@ def test_stages_md_is_assembled():
     assert got == want, "docs/stages.md is stale: run docs/make_stages.sh"
 
 
+def test_readme_demo_table_is_the_bench_table():
+    """The README quotes the demo's first table: the presets in registry order, each row with its
+    12 figures (a row pasted from the demo's second table, with 10 columns, fails this)."""
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    start = readme.index("pipeline                      ratio")
+    lines = readme[start:readme.index("\n\n", start)].splitlines()
+    header, rows = lines[0].split(), [l.split() for l in lines[1:]]
+    assert header[:3] == ["pipeline", "ratio", "bits/p"] and header[-4:] == ["enc", "MB/s", "dec", "MB/s"], header
+    presets, _ = run("list", "presets")
+    names = [l.split()[0] for l in presets.decode().splitlines() if l and not l.startswith(" ")]
+    assert [r[0] for r in rows] == names, "the README's demo table does not list the presets in order"
+    bad = [r[0] for r in rows if len(r) != 13 or not all(re.fullmatch(r"-?[0-9.]+", x) for x in r[1:])]
+    assert not bad, f"README demo rows without the table's 12 figures: {bad}"
+
+
 clitest.run_all(globals())
