@@ -110,7 +110,7 @@ static void BM_decode_shuffle_zstd_runs(benchmark::State& state) {
   const auto& runs = static_cast<const Lossless&>(*in.runs);
   const auto& zstd = static_cast<const Lossless&>(*in.zstd);
   for (auto _ : state) {
-    auto out = runs.decode_from(zstd.decode_pieces(in.runs_compressed, in.shuffled.size()), in.raw.size());
+    auto out = runs.decode_from(zstd.decode_pieces(Lossless::Chunks::of(in.runs_compressed), in.shuffled.size()), in.raw.size());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * in.raw.size()));

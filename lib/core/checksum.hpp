@@ -10,4 +10,19 @@ namespace gradcodec {
 uint64_t xxh3(const void* data, size_t n) noexcept;
 // Whether xxh3() runs the AVX2 code on this CPU (for the tests).
 bool xxh3_vectorised() noexcept;
-}
+
+// xxh3() of bytes that arrive in pieces: update() with each piece in order, then digest()
+// equals xxh3() of all of them. Same code choice as xxh3().
+class Xxh3Stream {
+ public:
+  Xxh3Stream() noexcept;
+  void update(const void* data, size_t n) noexcept;
+  uint64_t digest() const noexcept;
+  // xxhash's XXH3_state_t (576 bytes with xxhash 0.8; checked in checksum.cpp), kept here so
+  // the header needs no xxhash.
+  static constexpr size_t kStateBytes = 640;
+
+ private:
+  alignas(64) unsigned char state_[kStateBytes];
+};
+}  // namespace gradcodec

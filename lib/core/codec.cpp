@@ -224,7 +224,7 @@ bool PipelineStages::undo_lossless(Stream& s, std::span<const uint8_t> in, uint6
   std::span<const uint8_t> src = in;
   for (size_t k = chain.size(); k-- > 1;) {
     if (k == 1 && chain[0]->takes_pieces()) {  // the last two as one (nothing in between is held)
-      const Lossless::Pieces pieces = chain[1]->decode_pieces(src, stream_bound(n));
+      const Lossless::Pieces pieces = chain[1]->decode_pieces(Lossless::Chunks::of(src), stream_bound(n));
       if (pieces.next) {
         s.bytes = chain[0]->decode_from(pieces, stream_bound(n));
         return true;
@@ -250,10 +250,36 @@ void PipelineStages::undo_lossless(Streams& streams, uint64_t n) const {
   }
 }
 
+bool PipelineStages::undoes_chunks(const std::string& stream) const {
+  const std::vector<const Lossless*> chain = lossless_for(stream);
+  return !chain.empty() && chain.back()->takes_chunks() &&
+         (chain.size() == 1 || (chain.size() == 2 && chain[0]->takes_pieces()));
+}
+
 Streams PipelineStages::read_streams(const ContainerReader& reader, const RecordMeta& m) const {
   Streams out;
   for (size_t k = 0; k < m.streams.size(); ++k) {
     Stream& s = out.add(m.streams[k].name, m.streams[k].width);
+    if (undoes_chunks(s.name)) {
+      // Read in chunks as the decoder asks for them; the checksum is checked before the last
+      // chunk is handed out. A decoder's error on bytes that fail their checksum is reported
+      // as the checksum mismatch (as when the whole stream is checked first).
+      ContainerReader::StreamChunks stored = reader.stream_chunks(m, k);
+      Lossless::Chunks chunks;
+      chunks.size = stored.size();
+      chunks.next = [&stored] { return stored.next(); };
+      const std::vector<const Lossless*> chain = lossless_for(s.name);
+      const uint64_t bound = stream_bound(m.info.elements());
+      try {
+        const Lossless::Pieces pieces = chain.back()->decode_pieces(chunks, bound);
+        s.bytes = chain.size() == 2 ? chain[0]->decode_from(pieces, bound) : Lossless::collect(pieces);
+      } catch (const Error&) {
+        stored.finish();
+        throw;
+      }
+      stored.finish();
+      continue;
+    }
     const std::span<const uint8_t> stored = reader.stream_bytes(m, k);
     if (!undo_lossless(s, stored, m.info.elements())) {  // lent: the decoders read the container's bytes
       s.is_lent = true;

@@ -193,7 +193,7 @@ void ContainerReader::corrupt(const std::string& section, uint64_t offset, const
 }
 
 ContainerReader ContainerReader::open(const std::string& path) {
-  return ContainerReader(InputFile::open(path));
+  return ContainerReader(InputFile::open(path, /*readable=*/true));
 }
 
 ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(std::move(file)) {
@@ -397,6 +397,66 @@ std::span<const uint8_t> ContainerReader::stream_bytes(const RecordMeta& m, size
   if (xxh3(p, si.size) != si.checksum)
     corrupt("stream '" + si.name + "' of tensor " + m.info.name, si.offset, "checksum mismatch");
   return {p, si.size};
+}
+
+struct ContainerReader::StreamChunks::Impl {
+  const ContainerReader* reader;
+  const InputFile* file;
+  std::string what;  // "stream 'x' of tensor y"
+  uint64_t offset, size, checksum;
+  uint64_t pos = 0;
+  size_t chunk;
+  std::unique_ptr<uint8_t[]> buffer;  // file reads land here
+  Xxh3Stream hash;
+  bool checked = false;
+};
+
+ContainerReader::StreamChunks::StreamChunks(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ContainerReader::StreamChunks::StreamChunks(StreamChunks&&) noexcept = default;
+ContainerReader::StreamChunks::~StreamChunks() = default;
+uint64_t ContainerReader::StreamChunks::size() const noexcept { return impl_->size; }
+
+std::span<const uint8_t> ContainerReader::StreamChunks::next() {
+  Impl& c = *impl_;
+  if (c.pos == c.size) return {};
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(c.chunk, c.size - c.pos));
+  const uint8_t* p;
+  if (c.file->reads_file()) {
+    c.file->read_at(c.offset + c.pos, c.buffer.get(), n);
+    p = c.buffer.get();
+  } else {
+    p = c.file->data() + c.offset + c.pos;
+  }
+  c.hash.update(p, n);
+  c.pos += n;
+  if (c.pos == c.size) {  // the last chunk: checked before anyone reads it
+    c.checked = true;
+    if (c.hash.digest() != c.checksum) c.reader->corrupt(c.what, c.offset, "checksum mismatch");
+  }
+  return {p, n};
+}
+
+void ContainerReader::StreamChunks::finish() {
+  while (!impl_->checked) next();
+}
+
+ContainerReader::StreamChunks ContainerReader::stream_chunks(const RecordMeta& m, size_t k, size_t chunk) const {
+  if (k >= m.streams.size()) fail(ErrorCode::Internal, "stream index out of range");
+  const auto& si = m.streams[k];
+  auto c = std::make_unique<StreamChunks::Impl>();
+  c->reader = this;
+  c->file = file_.get();
+  c->what = "stream '" + si.name + "' of tensor " + m.info.name;
+  c->offset = si.offset;
+  c->size = si.size;
+  c->checksum = si.checksum;
+  c->chunk = std::max<size_t>(chunk, 64);
+  if (file_->reads_file()) c->buffer = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(std::min<uint64_t>(c->chunk, std::max<uint64_t>(si.size, 1))));
+  if (si.size == 0) {  // nothing to hand out: checked now
+    c->checked = true;
+    if (xxh3(nullptr, 0) != si.checksum) corrupt(c->what, si.offset, "checksum mismatch");
+  }
+  return StreamChunks(std::move(c));
 }
 
 Buffer ContainerReader::raw_view(const RecordMeta& m) const {

@@ -92,7 +92,7 @@ void AtomicOutput::commit() {
   committed_ = true;
 }
 
-std::shared_ptr<const InputFile> InputFile::open(const std::string& path) {
+std::shared_ptr<const InputFile> InputFile::open(const std::string& path, bool readable) {
   std::shared_ptr<InputFile> f(new InputFile());
   f->path_ = path;
   if (path == "-") {
@@ -123,6 +123,10 @@ std::shared_ptr<const InputFile> InputFile::open(const std::string& path) {
     }
     f->map_ = m;
     f->data_ = static_cast<const uint8_t*>(m);
+    if (readable) {
+      f->fd_ = fd;
+      return f;
+    }
   }
   ::close(fd);
   return f;
@@ -139,6 +143,24 @@ std::shared_ptr<const InputFile> InputFile::from_bytes(std::vector<uint8_t> byte
 
 InputFile::~InputFile() {
   if (map_) ::munmap(map_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void InputFile::read_at(uint64_t offset, uint8_t* dst, size_t n) const {
+  if (offset > size_ || n > size_ - offset) fail(ErrorCode::Input, path_ + ": range beyond the end of the file");
+  if (fd_ < 0) {
+    if (n) std::memcpy(dst, data_ + offset, n);
+    return;
+  }
+  while (n) {
+    const ssize_t got = ::pread(fd_, dst, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(ErrorCode::Input, path_ + ": read failed: " + std::strerror(errno));
+    if (got == 0) fail(ErrorCode::Input, path_ + ": the file ended early (changed while being read?)");
+    dst += got;
+    offset += static_cast<uint64_t>(got);
+    n -= static_cast<size_t>(got);
+  }
 }
 
 namespace {

@@ -56,41 +56,48 @@ class Zstd final : public Lossless {
   std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const override {
     // Streamed out in cache-sized chunks appended to fresh memory: the output is written once
     // (a zero-filled buffer handed to ZSTD_decompress is written twice).
-    const Pieces pieces = decode_pieces(in, max_out);
-    std::vector<uint8_t> out;
-    append_chunked<16384>(out, static_cast<size_t>(pieces.size),
-                          [&](uint8_t* dst, size_t, size_t n) { pieces.next(dst, n); });
-    pieces.next(nullptr, 0);  // the end of the frame, when it held nothing
-    return out;
+    return collect(decode_pieces(Chunks::of(in), max_out));
   }
-  // The content front to back through zstd's streaming decoder (its window buffer in cache).
-  // Once the last byte is out, the frame's end (and its checksum, if any) is read and bytes
-  // after the frame are refused.
-  Pieces decode_pieces(std::span<const uint8_t> in, uint64_t max_out) const override {
+  // The content front to back through zstd's streaming decoder (its window buffer in cache),
+  // reading the input chunk by chunk as it needs it. Once the last byte is out, the frame's end
+  // (and its checksum, if any) is read and bytes after the frame are refused.
+  bool takes_chunks() const noexcept override { return true; }
+  Pieces decode_pieces(const Chunks& in, uint64_t max_out) const override {
+    const std::span<const uint8_t> first = in.next();
     Pieces p;
-    p.size = content_size(in, max_out);
+    p.size = content_size(first, max_out);
     std::shared_ptr<ZSTD_DCtx> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
     if (!dctx) fail(ErrorCode::Internal, "zstd: cannot create a decompression context");
-    p.next = [dctx, src = ZSTD_inBuffer{in.data(), in.size(), 0}, left = p.size, hint = size_t{1},
+    p.next = [dctx, in, src = ZSTD_inBuffer{first.data(), first.size(), 0}, left = p.size, hint = size_t{1},
               ended = false](uint8_t* dst, size_t cap) mutable -> size_t {
+      // One call of the decoder, with the next chunk in place when the current one is used up.
+      auto step = [&](ZSTD_outBuffer& o) {
+        if (src.pos == src.size) {
+          const std::span<const uint8_t> c = in.next();
+          src = ZSTD_inBuffer{c.data(), c.size(), 0};
+        }
+        const size_t before_in = src.pos, before_out = o.pos;
+        hint = ZSTD_decompressStream(dctx.get(), &o, &src);  // 0 once the frame is complete
+        if (ZSTD_isError(hint) || (src.pos == before_in && o.pos == before_out))
+          fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+      };
       const size_t want = static_cast<size_t>(std::min<uint64_t>(cap, left));
       ZSTD_outBuffer o{dst, want, 0};
       while (o.pos < want) {
-        const size_t before_in = src.pos, before_out = o.pos;
-        hint = ZSTD_decompressStream(dctx.get(), &o, &src);  // 0 once the frame is complete
-        if (ZSTD_isError(hint) || (hint == 0 && o.pos < want) || (src.pos == before_in && o.pos == before_out))
-          fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+        step(o);
+        if (hint == 0 && o.pos < want) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
       }
       left -= want;
       if (left == 0 && !ended) {
         ended = true;
-        if (hint != 0) {  // every byte is out; the frame's end is still to come
-          std::array<uint8_t, 1> extra{};
-          ZSTD_outBuffer e{extra.data(), extra.size(), 0};
-          hint = ZSTD_decompressStream(dctx.get(), &e, &src);
-          if (ZSTD_isError(hint) || hint != 0 || e.pos != 0) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+        std::array<uint8_t, 1> extra{};
+        ZSTD_outBuffer e{extra.data(), extra.size(), 0};
+        while (hint != 0) {  // every byte is out; the frame's end is still to come
+          step(e);
+          if (e.pos != 0) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
         }
-        if (src.pos != src.size) fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
+        if (src.pos != src.size || !in.next().empty())
+          fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
       }
       return want;
     };

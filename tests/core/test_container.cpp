@@ -284,3 +284,111 @@ TEST_CASE("container writer: nothing is left behind on failure, no overwrite wit
   CHECK(temps == 0);
   std::filesystem::remove(path);
 }
+
+namespace {
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+// Decodes every tensor of frame 0; the first error's message, or "" when all decode.
+std::string decode_error(const ContainerReader& r, std::vector<Tensor>* out = nullptr) {
+  try {
+    SequenceDecoder d(r);
+    d.decode_frame(0, [&](Tensor&& t) {
+      if (out) out->push_back(std::move(t));
+    });
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Corrupt);
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("container: zstd streams are read from the file in chunks, checked before their last chunk",
+          "[container][corrupt]") {
+  // A stream longer than the reader's 1 MiB chunk, one shorter, one empty tensor.
+  std::vector<std::vector<Tensor>> frames = {{make_tensor("big", {400000}, gaussian(400000, 3, 1e-3f)),
+                                              make_tensor("small", {5, 7}, gaussian(35, 4)),
+                                              make_tensor("empty", {0}, {})}};
+  for (const std::string& pipeline : {Pipeline::preset("lossless").text(), std::string("zstd(level=1)")}) {
+    INFO(pipeline);
+    const auto bytes = make_container(pipeline, frames);
+    const std::string path = temp_path("chunks.gcz");
+    write_file(path, bytes);
+    const ContainerReader file = ContainerReader::open(path);
+    const ContainerReader mem(InputFile::from_bytes(bytes, "mem.gcz"));
+    // The chunks are the stream's bytes, whatever their size, from the file and from memory.
+    for (size_t i = 0; i < 3; ++i) {
+      const RecordMeta m = file.record(0, i);
+      for (size_t k = 0; k < m.streams.size(); ++k) {
+        const std::span<const uint8_t> whole = mem.stream_bytes(m, k);
+        for (const ContainerReader* r : {&file, &mem})
+          for (size_t chunk : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
+            INFO("tensor " << i << " stream " << k << " chunks of " << chunk);
+            ContainerReader::StreamChunks c = r->stream_chunks(m, k, chunk);
+            REQUIRE(c.size() == whole.size());
+            std::vector<uint8_t> got;
+            size_t count = 0;
+            for (std::span<const uint8_t> s = c.next(); !s.empty(); s = c.next(), ++count) {
+              CHECK(s.size() <= std::max<size_t>(chunk, 64));
+              if (count == 0) CHECK(s.size() >= std::min<size_t>(whole.size(), 64));
+              got.insert(got.end(), s.begin(), s.end());
+            }
+            CHECK(c.next().empty());
+            c.finish();
+            CHECK(std::equal(got.begin(), got.end(), whole.begin(), whole.end()));
+          }
+      }
+    }
+    // Decoded from the file (in chunks) and from memory (in place): the input, bit for bit.
+    std::vector<Tensor> from_file, from_mem;
+    CHECK(decode_error(file, &from_file).empty());
+    CHECK(decode_error(mem, &from_mem).empty());
+    REQUIRE(from_file.size() == 3);
+    REQUIRE(from_mem.size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+      REQUIRE(from_file[i].data.size() == frames[0][i].data.size());
+      CHECK(std::memcmp(from_file[i].data.data(), frames[0][i].data.data(), from_file[i].data.size()) == 0);
+      CHECK(std::memcmp(from_mem[i].data.data(), frames[0][i].data.data(), from_mem[i].data.size()) == 0);
+    }
+    // A damaged byte anywhere in the big stream — in its first chunk, where zstd meets it long
+    // before the checksum is known, in the middle, in its last byte — is reported as the stream's
+    // checksum mismatch, from the file and from memory; the small tensor still decodes alone.
+    const RecordMeta big = file.record(0, 0);
+    REQUIRE(big.streams.size() == 1);
+    REQUIRE(big.streams[0].size > (size_t{1} << 20));
+    for (uint64_t at : {uint64_t{0}, uint64_t{5}, uint64_t{200}, big.streams[0].size / 2, big.streams[0].size - 1}) {
+      INFO("damage at byte " << at << " of the stream");
+      auto bad = bytes;
+      bad[big.streams[0].offset + at] ^= 0x5a;
+      write_file(path, bad);
+      const ContainerReader r = ContainerReader::open(path);
+      const std::string want = "stream '" + big.streams[0].name + "' of tensor big at offset " +
+                               std::to_string(big.streams[0].offset) + ": checksum mismatch";
+      CHECK_THAT(decode_error(r), Catch::Contains(want));
+      CHECK_THAT(decode_error(ContainerReader(InputFile::from_bytes(bad, "mem.gcz"))), Catch::Contains(want));
+      ContainerReader::StreamChunks c = r.stream_chunks(big, 0, 4096);
+      c.next();
+      CHECK_THROWS_WITH(c.finish(), Catch::Contains(want));
+      ContainerReader::StreamChunks all = r.stream_chunks(big, 0, 4096);  // no finish(): the last next() checks
+      CHECK_THROWS_WITH([&] { while (!all.next().empty()) {} }(), Catch::Contains(want));
+      SequenceDecoder d(r);
+      const Tensor small = d.decode(0, 1);
+      CHECK(std::memcmp(small.data.data(), frames[0][1].data.data(), small.data.size()) == 0);
+    }
+    // The file shrinks under an open reader: a read past its new end is an input error, never a
+    // crash (reading through the mapping would fault).
+    write_file(path, bytes);
+    const ContainerReader r = ContainerReader::open(path);
+    std::filesystem::resize_file(path, big.streams[0].offset + 10);
+    try {
+      r.stream_chunks(big, 0).next();
+      FAIL("a read past the end of the shrunk file was accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Input);
+      CHECK_THAT(e.what(), Catch::Contains("ended early"));
+    }
+    std::filesystem::remove(path);
+  }
+}

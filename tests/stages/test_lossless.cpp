@@ -91,6 +91,15 @@ Lossless::Pieces pieces_of(const std::vector<uint8_t>& bytes, size_t step) {
             return k;
           }};
 }
+// The bytes as chunks of `size` (the first at least 64, as ContainerReader::stream_chunks).
+Lossless::Chunks chunks_of(std::span<const uint8_t> bytes, size_t size) {
+  size = std::max<size_t>(size, 64);
+  return {bytes.size(), [bytes, size, at = size_t{0}]() mutable -> std::span<const uint8_t> {
+            const size_t k = std::min(size, bytes.size() - at);
+            at += k;
+            return bytes.subspan(at - k, k);
+          }};
+}
 }  // namespace
 
 TEST_CASE("shuffle with blocks undoes zstd's pieces as they come, to decode()'s bytes", "[lossless]") {
@@ -109,7 +118,8 @@ TEST_CASE("shuffle with blocks undoes zstd's pieces as they come, to decode()'s 
       in.push_back(0x5a);  // a partial last element
       const auto shuffled = l.encode(in, 4);
       const auto frame = zstd.encode(shuffled, 4);
-      CHECK(l.decode_from(zstd.decode_pieces(frame, shuffled.size()), in.size()) == in);
+      CHECK(l.decode_from(zstd.decode_pieces(Lossless::Chunks::of(frame), shuffled.size()), in.size()) == in);
+      CHECK(l.decode_from(zstd.decode_pieces(chunks_of(frame, 1000), shuffled.size()), in.size()) == in);
       for (size_t step : {1, 7, 4096}) CHECK(l.decode_from(pieces_of(shuffled, step), in.size()) == in);
       CHECK(l.decode(shuffled, in.size()) == in);
     }
@@ -133,8 +143,10 @@ TEST_CASE("zstd's pieces are its decode() bytes and refuse what decode() refuses
   const Lossless& z = lossless("zstd(level=1)", keep);
   const auto in = bytes_of(300000, 5, true);
   const auto frame = z.encode(in, 1);
-  auto read_all = [&](std::span<const uint8_t> f, uint64_t max_out, size_t step) {
-    Lossless::Pieces p = z.decode_pieces(f, max_out);
+  CHECK(z.takes_chunks());
+  // Input in chunks of `in_chunk` bytes (0: one chunk), output read `step` bytes at a time.
+  auto read_all = [&](std::span<const uint8_t> f, uint64_t max_out, size_t step, size_t in_chunk = 0) {
+    Lossless::Pieces p = z.decode_pieces(in_chunk ? chunks_of(f, in_chunk) : Lossless::Chunks::of(f), max_out);
     REQUIRE(p.next);
     std::vector<uint8_t> out(static_cast<size_t>(p.size));
     for (size_t at = 0; at < out.size();) at += p.next(out.data() + at, std::min(step, out.size() - at));
@@ -142,16 +154,29 @@ TEST_CASE("zstd's pieces are its decode() bytes and refuse what decode() refuses
     return out;
   };
   for (size_t step : {1, 1000, 16384, 1 << 20}) CHECK(read_all(frame, in.size(), step) == in);
-  CHECK_THROWS_AS(read_all(frame, in.size() - 1, 4096), Error);  // the bound
-  auto extra = frame;
-  extra.push_back(0);
-  CHECK_THROWS_AS(read_all(extra, in.size(), 4096), Error);  // bytes after the frame
-  for (size_t cut = 0; cut < frame.size(); cut += 1 + frame.size() / 40) {
-    const std::vector<uint8_t> t(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(cut));
-    CHECK_THROWS_AS(read_all(t, in.size(), 4096), Error);
+  for (size_t in_chunk : {64, 1000, 65536, 1 << 20}) {
+    INFO("input chunks of " << in_chunk);
+    CHECK(read_all(frame, in.size(), 4096, in_chunk) == in);
+    CHECK(read_all(frame, in.size(), 1 << 20, in_chunk) == in);
+  }
+  for (size_t in_chunk : {0, 64, 1000}) {
+    INFO("input chunks of " << in_chunk);
+    CHECK_THROWS_AS(read_all(frame, in.size() - 1, 4096, in_chunk), Error);  // the bound
+    auto extra = frame;
+    extra.push_back(0);
+    CHECK_THROWS_AS(read_all(extra, in.size(), 4096, in_chunk), Error);  // bytes after the frame
+    // ... also when they come as a chunk of their own, after the frame's last chunk
+    CHECK_THROWS_AS(read_all(extra, in.size(), 4096, frame.size()), Error);
+    for (size_t cut = 0; cut < frame.size(); cut += 1 + frame.size() / 40) {
+      const std::vector<uint8_t> t(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(cut));
+      CHECK_THROWS_AS(read_all(t, in.size(), 4096, in_chunk), Error);
+    }
+    // A frame whose last bytes come as a chunk of their own.
+    CHECK(read_all(frame, in.size(), 4096, frame.size() - 2) == in);
   }
   const auto empty = z.encode({}, 1);
   CHECK(read_all(empty, 0, 16).empty());
+  CHECK(read_all(empty, 0, 16, 64).empty());
 }
 
 TEST_CASE("lossless decoders refuse corrupt data and outputs beyond the bound", "[lossless]") {

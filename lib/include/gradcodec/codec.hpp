@@ -81,7 +81,8 @@ class PipelineStages {
                 TensorState& st, std::vector<float>* before_transforms = nullptr, uint64_t* kept = nullptr) const;
   // A record's streams read from the container with the lossless stages undone (for decode()
   // with lossless_applied = false): each stream checked against its checksum, and the first
-  // lossless stage to undo reads the container's bytes in place (no copy of the record).
+  // lossless stage to undo reads the container's bytes in place (no copy of the record) or, when
+  // it reads chunks (zstd), chunk by chunk as it decodes (ContainerReader::stream_chunks).
   Streams read_streams(const ContainerReader& reader, const RecordMeta& meta) const;
   // True when a stage reports figures from its streams (Stage::has_stats).
   bool has_stats() const noexcept { return has_stats_; }
@@ -108,6 +109,9 @@ class PipelineStages {
   bool undo_lossless(Stream& s, std::span<const uint8_t> in, uint64_t n) const;
   // The same for every stream held in memory (decode/stats with lossless_applied).
   void undo_lossless(Streams& streams, uint64_t n) const;
+  // Whether the named stream's lossless stages can be undone from its stored bytes read chunk
+  // by chunk: the last stage reads chunks (zstd), and the one before it, if any, reads pieces.
+  bool undoes_chunks(const std::string& stream) const;
   Pipeline pipeline_;
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<size_t> transforms_;  // positions

@@ -104,6 +104,29 @@ class ContainerReader {
   // Stream k of the record, checked against its checksum, as the container's bytes in place
   // (valid while this reader lives).
   std::span<const uint8_t> stream_bytes(const RecordMeta& meta, size_t k) const;
+  // Stream k of the record handed out front to back in chunks, for a decoder that reads its
+  // input as it goes (zstd): a container file's bytes are read into one buffer of `chunk` bytes
+  // that every chunk reuses, so the file's pages are never mapped; bytes in memory are handed
+  // out in place. The checksum is computed as the chunks pass and checked before the last one
+  // is handed out (Corrupt on a mismatch, as stream_bytes()). After a decoder's error, finish()
+  // reads the rest and reports a checksum mismatch in its place. Valid while this reader lives.
+  class StreamChunks {
+   public:
+    StreamChunks(StreamChunks&&) noexcept;
+    ~StreamChunks();
+    uint64_t size() const noexcept;
+    // The next chunk: at most `chunk` bytes, the first at least min(size, 64); empty at the end.
+    std::span<const uint8_t> next();
+    // Reads what is left (if any) and checks the checksum.
+    void finish();
+
+   private:
+    friend class ContainerReader;
+    struct Impl;
+    explicit StreamChunks(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+  };
+  StreamChunks stream_chunks(const RecordMeta& meta, size_t k, size_t chunk = size_t{1} << 20) const;
   // The one stream of a raw or pass-through record, checked against its checksum, as a view of
   // the container's bytes (no copy; the view keeps the file open) when they sit at an address
   // aligned for the dtype, else an aligned copy. Internal error for other records.

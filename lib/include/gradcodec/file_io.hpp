@@ -45,7 +45,8 @@ class AtomicOutput {
 // standard input). Throws Error(Input) naming the path when it cannot be opened.
 class InputFile : public std::enable_shared_from_this<InputFile> {
  public:
-  static std::shared_ptr<const InputFile> open(const std::string& path);
+  // With `readable`, a mapped file stays open for read_at() (one descriptor per InputFile).
+  static std::shared_ptr<const InputFile> open(const std::string& path, bool readable = false);
   // Bytes already in memory, named `name` in error messages (tests, fuzzers, stdin images).
   static std::shared_ptr<const InputFile> from_bytes(std::vector<uint8_t> bytes, const std::string& name);
   const uint8_t* data() const noexcept { return data_; }
@@ -53,6 +54,13 @@ class InputFile : public std::enable_shared_from_this<InputFile> {
   const std::string& path() const noexcept { return path_; }
   // A Buffer viewing [offset, offset+n) that keeps the file alive; bounds are checked (Error Input).
   Buffer slice(uint64_t offset, uint64_t n) const;
+  // Whether read_at() reads from the file (opened `readable` and mapped), not from data().
+  bool reads_file() const noexcept { return fd_ >= 0; }
+  // Copies [offset, offset+n) into dst. A file opened `readable` is read with pread, so the
+  // mapping's pages are never touched (on some virtual machines the first touch of each mapped
+  // page costs more than copying it); else the bytes are copied from data(). Bounds are checked;
+  // a failed or short read (the file shrank) is Error(Input) naming the path.
+  void read_at(uint64_t offset, uint8_t* dst, size_t n) const;
   ~InputFile();
 
  private:
@@ -61,6 +69,7 @@ class InputFile : public std::enable_shared_from_this<InputFile> {
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   void* map_ = nullptr;
+  int fd_ = -1;  // open when mapped and `readable` (read_at)
   std::vector<uint8_t> owned_;
 };
 

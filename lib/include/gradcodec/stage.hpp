@@ -339,13 +339,27 @@ class Lossless : public Stage {
     s.vec = decode(in, max_out);
     return s;
   }
+  // A stored stream handed to decode_pieces() front to back in chunks: `next` returns the next
+  // chunk, empty after the last; the first holds at least min(size, 64) bytes. The container's
+  // reader hands a file's stream out this way (ContainerReader::stream_chunks).
+  struct Chunks {
+    uint64_t size = 0;
+    std::function<std::span<const uint8_t>()> next;
+    static Chunks of(std::span<const uint8_t> bytes);  // all of them as one chunk
+  };
   // Undoing two stages in a row without holding the later one's output: it hands its decode()
   // output out piece by piece (`zstd`), the earlier one reads the pieces as they come (`shuffle`
   // with blocks). Both sides are optional and give the same bytes as decode().
-  virtual Pieces decode_pieces(std::span<const uint8_t> in, uint64_t max_out) const {
+  virtual Pieces decode_pieces(const Chunks& in, uint64_t max_out) const {
     (void)in, (void)max_out;
     return {};
   }
+  // Whether decode_pieces() reads its input chunk by chunk as it decodes (`zstd`), so a caller
+  // holding the stored stream in pieces need not gather it first.
+  virtual bool takes_chunks() const noexcept { return false; }
+  // All the bytes of `in` (then one more call of in.next, which lets a decoder check what follows
+  // its last byte).
+  static std::vector<uint8_t> collect(const Pieces& in);
   // Whether decode_from() reads the pieces as they come (default: it gathers them first).
   virtual bool takes_pieces() const noexcept { return false; }
   // decode() of the bytes that `in` hands out.
