@@ -19,6 +19,14 @@ void advise_huge_pages(const void* p, size_t bytes) noexcept;
 // 256 KiB it does nothing. Never fails (advice only).
 void populate_read(const void* p, size_t bytes) noexcept;
 
+// Maps [p, p + bytes), fresh memory about to be written, in one system call instead of a page
+// fault per 4 KiB page (MADV_POPULATE_WRITE, Linux 5.14): on the VMs measured here a fault
+// costs ~11 µs, and populating 1 MiB at a time writes fresh memory about 4× as fast. The pages
+// become resident as a write would make them; pages already mapped are left as they are (a
+// group of 256 whose pages are all mapped costs one mincore call). Below 64 KiB it does nothing.
+// Never fails.
+void populate_write(void* p, size_t bytes) noexcept;
+
 // v.reserve(n), with huge pages advised for the new storage when it is large. Call before the
 // values are written (resize/assign then fault in huge pages).
 template <class T>

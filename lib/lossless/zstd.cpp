@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <utility>
 
 #define ZSTD_STATIC_LINKING_ONLY  // ZSTD_c_stableInBuffer (a parameter value; the shared library takes it)
 #include <zstd.h>
@@ -16,6 +17,62 @@ namespace {
 size_t checked(size_t r) {
   if (ZSTD_isError(r)) fail(ErrorCode::Internal, std::string("zstd: ") + ZSTD_getErrorName(r));
   return r;
+}
+
+// Contexts are kept between tensors, one of each kind per thread. A fresh context allocates
+// its window and tables anew for every stream, and on the machines measured here the first
+// touch of those pages cost more than the compression (docs/performance.md); a reused one has
+// them in place. A context is reset before each use, so the bytes are those of a fresh one.
+// Contexts larger than kKeepBytes (high levels, long windows) are freed, not kept.
+constexpr size_t kKeepBytes = size_t{32} << 20;
+
+template <class Ctx, size_t (*Free)(Ctx*)>
+struct Kept {
+  Ctx* ctx = nullptr;
+  Kept() = default;
+  Kept(const Kept&) = delete;
+  Kept& operator=(const Kept&) = delete;
+  ~Kept() { Free(ctx); }
+};
+thread_local Kept<ZSTD_CCtx, ZSTD_freeCCtx> kept_cctx;
+thread_local Kept<ZSTD_DCtx, ZSTD_freeDCtx> kept_dctx;
+
+void give_back_cctx(ZSTD_CCtx* c) noexcept {
+  if (c && !kept_cctx.ctx && ZSTD_sizeof_CCtx(c) <= kKeepBytes)
+    kept_cctx.ctx = c;
+  else
+    ZSTD_freeCCtx(c);
+}
+void give_back_dctx(ZSTD_DCtx* d) noexcept {
+  if (d && !kept_dctx.ctx && ZSTD_sizeof_DCtx(d) <= kKeepBytes)
+    kept_dctx.ctx = d;
+  else
+    ZSTD_freeDCtx(d);
+}
+
+using CContext = std::unique_ptr<ZSTD_CCtx, void (*)(ZSTD_CCtx*) noexcept>;
+using DContext = std::unique_ptr<ZSTD_DCtx, void (*)(ZSTD_DCtx*) noexcept>;
+
+CContext take_cctx() {
+  CContext c(std::exchange(kept_cctx.ctx, nullptr), give_back_cctx);
+  if (c) {
+    checked(ZSTD_CCtx_reset(c.get(), ZSTD_reset_session_and_parameters));
+    return c;
+  }
+  c.reset(ZSTD_createCCtx());
+  if (!c) fail(ErrorCode::Internal, "zstd: cannot create a compression context");
+  return c;
+}
+DContext take_dctx() {
+  DContext d(std::exchange(kept_dctx.ctx, nullptr), give_back_dctx);
+  if (d) {
+    if (ZSTD_isError(ZSTD_DCtx_reset(d.get(), ZSTD_reset_session_and_parameters)))
+      fail(ErrorCode::Internal, "zstd: cannot reset a decompression context");
+    return d;
+  }
+  d.reset(ZSTD_createDCtx());
+  if (!d) fail(ErrorCode::Internal, "zstd: cannot create a decompression context");
+  return d;
 }
 
 class Zstd final : public Lossless {
@@ -66,8 +123,7 @@ class Zstd final : public Lossless {
     const std::span<const uint8_t> first = in.next();
     Pieces p;
     p.size = content_size(first, max_out);
-    std::shared_ptr<ZSTD_DCtx> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
-    if (!dctx) fail(ErrorCode::Internal, "zstd: cannot create a decompression context");
+    std::shared_ptr<ZSTD_DCtx> dctx = take_dctx();
     p.next = [dctx, in, src = ZSTD_inBuffer{first.data(), first.size(), 0}, left = p.size, hint = size_t{1},
               ended = false](uint8_t* dst, size_t cap) mutable -> size_t {
       // One call of the decoder, with the next chunk in place when the current one is used up.
@@ -110,8 +166,7 @@ class Zstd final : public Lossless {
     const size_t framed = ZSTD_findFrameCompressedSize(in.data(), in.size());
     if (ZSTD_isError(framed)) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
     if (framed != in.size()) fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
-    std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
-    if (!dctx) fail(ErrorCode::Internal, "zstd: cannot create a decompression context");
+    DContext dctx = take_dctx();
     Scratch out;
     out.size = static_cast<size_t>(size);
     out.data = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(out.size, 1));
@@ -132,10 +187,8 @@ class Zstd final : public Lossless {
                                    " bytes, more than the tensor allows (" + std::to_string(max_out) + ")");
     return size;
   }
-  using Context = std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)>;
-  Context context(uint64_t size) const {
-    Context cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
-    if (!cctx) fail(ErrorCode::Internal, "zstd: cannot create a compression context");
+  CContext context(uint64_t size) const {
+    CContext cctx = take_cctx();
     checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level_));
     // Encoder-only tuning (the frame does not record it; any zstd decoder reads the result).
     if (minmatch_) checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_minMatch, minmatch_));
@@ -153,6 +206,12 @@ class Zstd final : public Lossless {
     const size_t step = ZSTD_CStreamOutSize();
     for (;;) {
       const size_t pos = out.size();
+      // The reserved storage is fresh: its pages are mapped 1 MiB at a time, ahead of the
+      // writes, when the next step crosses into a new MiB (at most 1 MiB mapped unwritten).
+      constexpr size_t kAhead = size_t{1} << 20;
+      const size_t mapped = (pos + kAhead - 1) / kAhead * kAhead;
+      if (pos + step > mapped && mapped < out.capacity())
+        populate_write(out.data() + mapped, std::min(kAhead, out.capacity() - mapped));
       out.resize(pos + step);
       ZSTD_outBuffer dst{out.data(), out.size(), pos};
       const size_t left = checked(ZSTD_compressStream2(cctx, &dst, &src, mode));

@@ -11,6 +11,7 @@
 #include <lzma.h>
 
 #include <cstring>
+#include <thread>
 
 using namespace gradcodec;
 using namespace gradcodec::test;
@@ -401,5 +402,55 @@ TEST_CASE("the lossless stages read a raw tensor's bytes in place and give the b
     CHECK(std::vector<uint8_t>(r.streams.get("value").begin(), r.streams.get("value").end()) ==
           std::vector<uint8_t>(bytes.begin(), bytes.end()));
     CHECK(bit_identical(r.decoded, t));
+  }
+}
+
+TEST_CASE("zstd's contexts kept between streams give the bytes of fresh ones, after any earlier use", "[lossless]") {
+  // Each thread keeps one compression and one decompression context (lossless/zstd.cpp). On a
+  // new thread the context is fresh: its bytes are the reference. On this thread the contexts
+  // were used before with other parameters, by an encode that stopped half-way (a producer that
+  // ends early) and by decodes that failed half-way.
+  std::unique_ptr<Stage> keep_tuned, keep_plain, keep_high;
+  const Lossless& tuned = lossless("zstd(level=1, minmatch=7, hashlog=10)", keep_tuned);
+  const Lossless& plain = lossless("zstd(level=3)", keep_plain);
+  const Lossless& high = lossless("zstd(level=19)", keep_high);
+  const auto data = bytes_of(300001, 5, true);
+  const auto noise = bytes_of(200000, 6, false);
+  std::vector<uint8_t> fresh_plain, fresh_tuned, fresh_high;
+  std::thread([&] {
+    fresh_plain = plain.encode(data, 1);
+    fresh_tuned = tuned.encode(data, 1);
+    fresh_high = high.encode(noise, 1);
+  }).join();
+  REQUIRE(fresh_plain != fresh_tuned);  // the parameters change the bytes: a leak would show
+
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    CHECK(tuned.encode(data, 1) == fresh_tuned);
+    CHECK(plain.encode(data, 1) == fresh_plain);  // minmatch and hashlog did not carry over
+    size_t calls = 0;
+    Lossless::Pieces stops{data.size(), [&](uint8_t* dst, size_t cap) -> size_t {
+                             if (++calls > 2) return 0;  // ends early, mid-frame
+                             std::memset(dst, 7, cap);
+                             return cap;
+                           }};
+    CHECK_THROWS_AS(tuned.encode_from(stops, 1), Error);
+    CHECK(plain.encode(data, 1) == fresh_plain);
+    CHECK(high.encode(noise, 1) == fresh_high);
+    Lossless::Pieces whole{data.size(), [&data, at = size_t{0}](uint8_t* dst, size_t cap) mutable -> size_t {
+                             const size_t k = std::min(cap, data.size() - at);
+                             std::memcpy(dst, data.data() + at, k);
+                             at += k;
+                             return k;
+                           }};
+    CHECK(tuned.encode_from(whole, 1) == fresh_tuned);
+
+    // Decoding: a frame cut in the middle fails, then whole frames decode exactly.
+    const std::span<const uint8_t> cut(fresh_plain.data(), fresh_plain.size() / 2);
+    CHECK_THROWS_AS(plain.decode(cut, data.size()), Error);
+    CHECK_THROWS_AS(plain.decode_scratch(cut, data.size()), Error);
+    CHECK(plain.decode(fresh_plain, data.size()) == data);
+    CHECK(decode_with(tuned, true, fresh_tuned, data.size()) == data);
+    CHECK(high.decode(fresh_high, noise.size()) == noise);
   }
 }
