@@ -451,7 +451,11 @@ ContainerReader::StreamChunks ContainerReader::stream_chunks(const RecordMeta& m
   c->size = si.size;
   c->checksum = si.checksum;
   c->chunk = std::max<size_t>(chunk, 64);
-  if (file_->reads_file()) c->buffer = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(std::min<uint64_t>(c->chunk, std::max<uint64_t>(si.size, 1))));
+  if (file_->reads_file()) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(c->chunk, std::max<uint64_t>(si.size, 1)));
+    c->buffer = std::make_unique_for_overwrite<uint8_t[]>(n);
+    prepare_written(c->buffer.get(), n);  // pread writes it whole
+  }
   if (si.size == 0) {  // nothing to hand out: checked now
     c->checked = true;
     if (xxh3(nullptr, 0) != si.checksum) corrupt(c->what, si.offset, "checksum mismatch");

@@ -66,4 +66,18 @@ void populate_write(void* p, size_t bytes) noexcept {
 #endif
 }
 
+void prepare_written(void* p, size_t bytes) noexcept {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  if (!p) return;
+  const uintptr_t from = reinterpret_cast<uintptr_t>(p), to = from + bytes;
+  const uintptr_t begin = (from + kHuge - 1) & ~(kHuge - 1), end = to & ~(kHuge - 1);
+  if (bytes < 2 * kHuge || end <= begin) {  // advise_huge_pages leaves it alone
+    populate_write(p, bytes);
+    return;
+  }
+  advise_huge_pages(p, bytes);
+  populate_write(p, static_cast<size_t>(begin - from));
+  populate_write(reinterpret_cast<void*>(end), static_cast<size_t>(to - end));
+}
+
 }  // namespace gradcodec

@@ -165,6 +165,7 @@ class Shuffle final : public Lossless {
     const Layout L(checked_size(in.size - 1, max_out), width_of(width), block_);
     const size_t run_bytes = L.run * L.w;
     auto buffer = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(run_bytes, 1));
+    prepare_written(buffer.get(), run_bytes);
     std::vector<uint8_t> out;
     reserve_fresh(out, static_cast<size_t>(in.size - 1));
     uint8_t chunk[16384];

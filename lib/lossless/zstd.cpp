@@ -170,7 +170,7 @@ class Zstd final : public Lossless {
     Scratch out;
     out.size = static_cast<size_t>(size);
     out.data = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(out.size, 1));
-    advise_huge_pages(out.data.get(), out.size);
+    prepare_written(out.data.get(), out.size);
     const size_t got = ZSTD_decompressDCtx(dctx.get(), out.data.get(), out.size, in.data(), in.size());
     if (ZSTD_isError(got) || got != out.size) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
     return out;
@@ -198,7 +198,9 @@ class Zstd final : public Lossless {
   }
   static std::vector<uint8_t> output_for(uint64_t size) {
     std::vector<uint8_t> out;
-    reserve_fresh(out, ZSTD_compressBound(size) + ZSTD_CStreamOutSize());  // address space; pages touched as written
+    // Address space: the bound is rarely written whole; compress() maps pages as it goes.
+    out.reserve(ZSTD_compressBound(size) + ZSTD_CStreamOutSize());
+    advise_huge_pages(out.data(), out.capacity());
     return out;
   }
   // Compresses all of src (ZSTD_e_continue) or ends the frame (ZSTD_e_end), appending to out.
