@@ -4,6 +4,7 @@
 
 #include "core/checksum.hpp"
 #include "core/pages.hpp"
+#include "core/thread_buffer.hpp"
 
 #include <nlohmann/json.hpp>
 #define XXH_STATIC_LINKING_ONLY
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 
 namespace gradcodec {
 
@@ -406,7 +408,7 @@ struct ContainerReader::StreamChunks::Impl {
   uint64_t offset, size, checksum;
   uint64_t pos = 0;
   size_t chunk;
-  std::unique_ptr<uint8_t[]> buffer;  // file reads land here
+  std::optional<ThreadBuffer> buffer;  // file reads land here (kept by the thread between streams)
   Xxh3Stream hash;
   bool checked = false;
 };
@@ -422,8 +424,8 @@ std::span<const uint8_t> ContainerReader::StreamChunks::next() {
   const size_t n = static_cast<size_t>(std::min<uint64_t>(c.chunk, c.size - c.pos));
   const uint8_t* p;
   if (c.file->reads_file()) {
-    c.file->read_at(c.offset + c.pos, c.buffer.get(), n);
-    p = c.buffer.get();
+    c.file->read_at(c.offset + c.pos, c.buffer->data(), n);
+    p = c.buffer->data();
   } else {
     p = c.file->data() + c.offset + c.pos;
   }
@@ -453,8 +455,7 @@ ContainerReader::StreamChunks ContainerReader::stream_chunks(const RecordMeta& m
   c->chunk = std::max<size_t>(chunk, 64);
   if (file_->reads_file()) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(c->chunk, std::max<uint64_t>(si.size, 1)));
-    c->buffer = std::make_unique_for_overwrite<uint8_t[]>(n);
-    prepare_written(c->buffer.get(), n);  // pread writes it whole
+    c->buffer.emplace(n);
   }
   if (si.size == 0) {  // nothing to hand out: checked now
     c->checked = true;

@@ -1,6 +1,7 @@
 #include "lossless/shuffle.hpp"
 
 #include "core/pages.hpp"
+#include "core/thread_buffer.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -164,18 +165,17 @@ class Shuffle final : public Lossless {
     read(in, &width, 1);
     const Layout L(checked_size(in.size - 1, max_out), width_of(width), block_);
     const size_t run_bytes = L.run * L.w;
-    auto buffer = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(run_bytes, 1));
-    prepare_written(buffer.get(), run_bytes);
+    const ThreadBuffer buffer(run_bytes);  // kept by the thread between tensors
     std::vector<uint8_t> out;
     reserve_fresh(out, static_cast<size_t>(in.size - 1));
     uint8_t chunk[16384];
     const size_t per_chunk = sizeof chunk / L.w;  // whole elements per chunk
     for (size_t r = 0; r < L.runs(); ++r) {
       const size_t m = L.run_elements(r);
-      read(in, buffer.get(), m * L.w);
+      read(in, buffer.data(), m * L.w);
       for (size_t i = 0; i < m; i += per_chunk) {
         const size_t k = std::min(per_chunk, m - i);
-        join_run(buffer.get(), m, L.w, i, k, chunk);
+        join_run(buffer.data(), m, L.w, i, k, chunk);
         out.insert(out.end(), chunk, chunk + k * L.w);
       }
     }
