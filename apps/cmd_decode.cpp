@@ -83,9 +83,18 @@ int run_decode(const DecodeArgs& a) {
       if (found == SIZE_MAX)
         fail(ErrorCode::Usage, "no tensor '" + a.tensor + "' in frame " + std::to_string(f) + " (tensors: " + names +
                                    (names.size() >= 200 ? ", ..." : "") + ")");
+      if (out != "-") writer->expect({reader.record(f, found).info});
       writer->add(dec.decode(f, found));
       frames_read = dec.frames_read();
     } else {
+      // Announced first, so that a writer can write each tensor as it is decoded (a file is
+      // written under a temporary name and removed on failure; stdout gets nothing until every
+      // tensor has decoded, so it is not announced there).
+      if (out != "-") {
+        std::vector<TensorInfo> infos;
+        for (size_t i = 0; i < reader.record_count(f); ++i) infos.push_back(reader.record(f, i).info);
+        writer->expect(infos);
+      }
       dec.decode_frame(f, [&](Tensor&& t) { writer->add(t); });
       frames_read = dec.frames_read();
     }

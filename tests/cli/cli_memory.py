@@ -72,4 +72,23 @@ def test_peak_rss_is_bounded_by_the_largest_tensor():
         os.remove(snap)
 
 
+def test_decode_peak_rss_is_bounded_by_the_largest_tensor():
+    # Decoding writes each tensor as it comes: safetensors' header (every offset) is written first
+    # from the container's index, npz spools its members to a file. Holding the decoded tensors
+    # until the end would make the peak the whole snapshot (192 MiB here).
+    sizes = SNAPSHOTS["uniform"]
+    snap = path("dec.safetensors")
+    write_snapshot(snap, sizes)
+    limit = 3 * 4 * max(sizes) + 64 * 10**6
+    for preset in ("lossless", "qsgd4"):
+        peak_rss_bytes("encode", snap, "-o", path("dec.gcz"), "--preset", preset, "--force", "--quiet")
+        for out in ("out.safetensors", "out.npz"):
+            rss = peak_rss_bytes("decode", path("dec.gcz"), "-o", path(out), "--force")
+            print(f"  decode {preset:8s} -> {out:16s}: peak RSS {rss / 1e6:.1f} MB (limit {limit / 1e6:.1f} MB, "
+                  f"output {os.path.getsize(path(out)) / 1e6:.0f} MB)")
+            assert rss <= limit, (preset, out, rss, limit)
+            os.remove(path(out))
+    os.remove(snap)
+
+
 clitest.run_all(globals())

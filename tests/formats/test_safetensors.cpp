@@ -571,3 +571,68 @@ TEST_CASE("safetensors: a tensor whose bytes disagree with its shape is an inter
     CHECK(std::string(e.what()).find("short") != std::string::npos);
   }
 }
+
+TEST_CASE("safetensors: tensors announced with expect() are written as they come, the same bytes",
+          "[safetensors]") {
+  TempDir tmp("expect");
+  for (const char* fname : {"floats.safetensors", "scalar_empty.safetensors", "others.safetensors",
+                            "metadata.safetensors", "unpadded.safetensors", "no_tensors.safetensors"}) {
+    INFO(fname);
+    auto r = open_snapshot(kDir + fname);
+    const std::string held = tmp.file(std::string("held_") + fname), streamed = tmp.file(std::string("st_") + fname);
+    {
+      auto w = create_snapshot(held, false);
+      for (size_t i = 0; i < r->arrays().size(); ++i) w->add(r->read(i));
+      w->finish();
+    }
+    {
+      auto w = create_snapshot(streamed, false);
+      w->expect(r->arrays());
+      for (size_t i = 0; i < r->arrays().size(); ++i) w->add(r->read(i));
+      w->finish();
+    }
+    std::ifstream a(held, std::ios::binary), b(streamed, std::ios::binary);
+    const std::string x((std::istreambuf_iterator<char>(a)), {}), y((std::istreambuf_iterator<char>(b)), {});
+    CHECK(!x.empty());
+    CHECK(x == y);
+    CHECK(run_checker(streamed) == 0);
+  }
+}
+
+TEST_CASE("safetensors: announced tensors are checked, and a refusal leaves no file behind", "[safetensors]") {
+  TempDir tmp("expect_refuse");
+  const std::string out = tmp.file("x.safetensors");
+  const Tensor a = make("a", DType::F32, {2}, bytes_of(std::vector<float>{1.0f, 2.0f}));
+  const Tensor b = make("b", DType::F16, {1}, bytes_of(std::vector<uint16_t>{0x3C00}));
+  auto code_of = [&](auto&& steps) {
+    auto w = create_snapshot(out, false);
+    try {
+      steps(*w);
+    } catch (const Error& e) {
+      INFO(e.what());
+      return e.code();
+    }
+    FAIL("accepted");
+    return ErrorCode::Internal;
+  };
+  // Not what was announced: another name, shape or dtype, one tensor too many, one left out.
+  CHECK(code_of([&](SnapshotWriter& w) { w.expect({a.info, b.info}); w.add(b); }) == ErrorCode::Internal);
+  CHECK(code_of([&](SnapshotWriter& w) {
+          w.expect({a.info});
+          w.add(make("a", DType::F32, {1, 2}, bytes_of(std::vector<float>{1.0f, 2.0f})));
+        }) == ErrorCode::Internal);
+  CHECK(code_of([&](SnapshotWriter& w) {
+          w.expect({a.info});
+          w.add(make("a", DType::F64, {2}, bytes_of(std::vector<double>{1.0, 2.0})));
+        }) == ErrorCode::Internal);
+  CHECK(code_of([&](SnapshotWriter& w) { w.expect({a.info}); w.add(a); w.add(b); }) == ErrorCode::Internal);
+  CHECK(code_of([&](SnapshotWriter& w) { w.expect({a.info, b.info}); w.add(a); w.finish(); }) == ErrorCode::Internal);
+  // Refused when announced, before any data: two of one name, a dtype safetensors cannot hold.
+  CHECK(code_of([&](SnapshotWriter& w) { w.expect({a.info, a.info}); }) == ErrorCode::Usage);
+  CHECK(code_of([&](SnapshotWriter& w) {
+          w.expect({make("z", DType::Other, {1}, Buffer(std::vector<uint8_t>(16)), "<c16").info});
+        }) == ErrorCode::Usage);
+  // Announcing after adding is a caller's mistake.
+  CHECK(code_of([&](SnapshotWriter& w) { w.add(a); w.expect({b.info}); }) == ErrorCode::Internal);
+  CHECK(fs::is_empty(tmp.path));
+}

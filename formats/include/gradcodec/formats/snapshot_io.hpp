@@ -46,6 +46,11 @@ std::unique_ptr<SnapshotReader> open_snapshot(const std::string& path);
 class SnapshotWriter {
  public:
   virtual ~SnapshotWriter() = default;
+  // Optional, before any add(): the tensors that will be added, in order (name, dtype, shape).
+  // A writer whose format puts an index first (safetensors) can then write each tensor as it
+  // comes instead of holding them all until finish(); add() then refuses (Internal) a tensor
+  // that differs from the one announced, and finish() one left out. Others ignore it.
+  virtual void expect(const std::vector<TensorInfo>& infos) { (void)infos; }
   virtual void add(const Tensor& t) = 0;
   // Completes the file. Without finish() the destructor removes everything written.
   virtual void finish() = 0;
