@@ -16,15 +16,23 @@ struct Kept {
   std::unique_ptr<uint8_t[]> data;
   size_t capacity = 0;
 };
-thread_local std::array<Kept, ThreadBuffer::kKeptBuffers> kept;
+// Set when the thread's pool is destroyed (thread exit): a buffer given back after that, by an
+// object destroyed later in the same exit, is freed. A trivial thread_local outlives the pool.
+thread_local bool pool_gone = false;
+struct Pool {
+  std::array<Kept, ThreadBuffer::kKeptBuffers> slots;
+  ~Pool() { pool_gone = true; }
+};
+thread_local Pool pool;
 
 }  // namespace
 
 ThreadBuffer::ThreadBuffer(size_t bytes) {
   // The smallest kept buffer that is large enough.
   Kept* best = nullptr;
-  for (Kept& k : kept)
-    if (k.data && k.capacity >= bytes && (!best || k.capacity < best->capacity)) best = &k;
+  if (!pool_gone)
+    for (Kept& k : pool.slots)
+      if (k.data && k.capacity >= bytes && (!best || k.capacity < best->capacity)) best = &k;
   if (best) {
     data_ = std::move(best->data);
     capacity_ = std::exchange(best->capacity, 0);
@@ -50,13 +58,13 @@ ThreadBuffer& ThreadBuffer::operator=(ThreadBuffer&& o) noexcept {
 ThreadBuffer::~ThreadBuffer() { give_back(); }
 
 void ThreadBuffer::give_back() noexcept {
-  if (!data_ || capacity_ > kKeptBufferBytes) {
+  if (!data_ || capacity_ > kKeptBufferBytes || pool_gone) {
     data_.reset();
     return;
   }
   // An empty slot, else the one holding the smallest buffer, replaced if this one is larger.
-  Kept* slot = &kept[0];
-  for (Kept& k : kept) {
+  Kept* slot = &pool.slots[0];
+  for (Kept& k : pool.slots) {
     if (!k.data) {
       slot = &k;
       break;

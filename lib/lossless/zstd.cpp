@@ -26,25 +26,32 @@ size_t checked(size_t r) {
 // Contexts larger than kKeepBytes (high levels, long windows) are freed, not kept.
 constexpr size_t kKeepBytes = size_t{32} << 20;
 
+// Set when the thread's kept contexts are destroyed (thread exit): a context given back after
+// that, by an object destroyed later in the same exit, is freed. A trivial thread_local outlives them.
+thread_local bool kept_gone = false;
+
 template <class Ctx, size_t (*Free)(Ctx*)>
 struct Kept {
   Ctx* ctx = nullptr;
   Kept() = default;
   Kept(const Kept&) = delete;
   Kept& operator=(const Kept&) = delete;
-  ~Kept() { Free(ctx); }
+  ~Kept() {
+    kept_gone = true;
+    Free(std::exchange(ctx, nullptr));
+  }
 };
 thread_local Kept<ZSTD_CCtx, ZSTD_freeCCtx> kept_cctx;
 thread_local Kept<ZSTD_DCtx, ZSTD_freeDCtx> kept_dctx;
 
 void give_back_cctx(ZSTD_CCtx* c) noexcept {
-  if (c && !kept_cctx.ctx && ZSTD_sizeof_CCtx(c) <= kKeepBytes)
+  if (c && !kept_gone && !kept_cctx.ctx && ZSTD_sizeof_CCtx(c) <= kKeepBytes)
     kept_cctx.ctx = c;
   else
     ZSTD_freeCCtx(c);
 }
 void give_back_dctx(ZSTD_DCtx* d) noexcept {
-  if (d && !kept_dctx.ctx && ZSTD_sizeof_DCtx(d) <= kKeepBytes)
+  if (d && !kept_gone && !kept_dctx.ctx && ZSTD_sizeof_DCtx(d) <= kKeepBytes)
     kept_dctx.ctx = d;
   else
     ZSTD_freeDCtx(d);
@@ -54,7 +61,7 @@ using CContext = std::unique_ptr<ZSTD_CCtx, void (*)(ZSTD_CCtx*) noexcept>;
 using DContext = std::unique_ptr<ZSTD_DCtx, void (*)(ZSTD_DCtx*) noexcept>;
 
 CContext take_cctx() {
-  CContext c(std::exchange(kept_cctx.ctx, nullptr), give_back_cctx);
+  CContext c(kept_gone ? nullptr : std::exchange(kept_cctx.ctx, nullptr), give_back_cctx);
   if (c) {
     checked(ZSTD_CCtx_reset(c.get(), ZSTD_reset_session_and_parameters));
     return c;
@@ -64,7 +71,7 @@ CContext take_cctx() {
   return c;
 }
 DContext take_dctx() {
-  DContext d(std::exchange(kept_dctx.ctx, nullptr), give_back_dctx);
+  DContext d(kept_gone ? nullptr : std::exchange(kept_dctx.ctx, nullptr), give_back_dctx);
   if (d) {
     if (ZSTD_isError(ZSTD_DCtx_reset(d.get(), ZSTD_reset_session_and_parameters)))
       fail(ErrorCode::Internal, "zstd: cannot reset a decompression context");

@@ -102,3 +102,27 @@ TEST_CASE("ThreadBuffer: one thread's kept buffers are not handed to another", "
   CHECK(b_first != a);
   CHECK(a_again == a);
 }
+
+namespace {
+// A thread_local made before the thread's pool, so destroyed after it at thread exit, whose
+// destructor takes and gives back a buffer: that one must be freed, not put into the pool that
+// no longer exists (under LeakSanitizer a buffer stored there would be reported as a leak).
+struct UsesBufferAtExit {
+  bool* ran = nullptr;
+  ~UsesBufferAtExit() {
+    ThreadBuffer late(100 * KiB);
+    late.data()[0] = 1;
+    if (ran) *ran = true;
+  }
+};
+thread_local UsesBufferAtExit uses_buffer_at_exit;
+}  // namespace
+
+TEST_CASE("ThreadBuffer: a buffer given back during thread exit, after the pool, is freed", "[thread_buffer]") {
+  bool ran = false;
+  in_fresh_thread([&] {
+    uses_buffer_at_exit.ran = &ran;  // constructed now, before the pool below
+    ThreadBuffer b(64 * KiB);        // the pool is made here: destroyed first at exit
+  });
+  CHECK(ran);
+}
