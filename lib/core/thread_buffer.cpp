@@ -9,7 +9,7 @@
 namespace gradcodec {
 namespace {
 
-// Smaller requests get this much, so that the buffers kept for small tensors serve large ones.
+// Smaller requests get this much: a kept buffer then serves any later small request.
 constexpr size_t kMinBytes = size_t{64} << 10;
 
 struct Kept {
