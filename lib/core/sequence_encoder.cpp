@@ -2,11 +2,11 @@
 // worker threads that keeps the bytes the same for any thread count and memory bounded.
 #include <gradcodec/codec.hpp>
 
+#include "core/ordered_pool.hpp"
+
 #include <algorithm>
-#include <condition_variable>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <unordered_map>
 
 namespace gradcodec {
@@ -141,7 +141,6 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   }
   // The records go to the writer in source order, whatever order the tensors finish in.
   auto commit = [&](Job& job) {
-    if (job.error) std::rethrow_exception(job.error);
     uint64_t before = w.bytes_written();
     const uint32_t variant = job.variant >= 0 ? w.variant(im.stages.variant(job.variant).pipeline().json()) : 0;
     w.add(job.tensor.info, job.storage, variant, job.streams);
@@ -167,100 +166,33 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
     if (job.tensor.name() != src.info(i).name)
       fail(ErrorCode::Internal, src.source + ": tensor " + std::to_string(i) + " loaded under another name");
   };
-  if (threads == 1 || src.count <= 1) {
-    for (size_t i = 0; i < src.count; ++i) {
-      Job job;
-      load(job, i);
-      run(job, static_cast<uint32_t>(i));
-      release_input(job);
-      commit(job);
-    }
-  } else {
-    // A pool of `threads` workers takes the tensors in order (loading is serialised: format
-    // readers need not be thread-safe). Memory stays bounded whatever the tensors' sizes: the
-    // tensors loaded and not yet written hold at most (threads + ½) × the largest tensor's bytes
-    // (the next tensor to write is always admitted), and at most 4 × threads of them at a time.
-    // A byte budget rather than a count keeps small tensors (biases) from stalling the pool,
-    // and no more big tensors are in flight than there are threads.
-    std::vector<uint64_t> bytes_of(src.count, 0);
-    uint64_t largest = 0;
-    for (size_t i = 0; i < src.count; ++i) {
-      const TensorInfo info = src.info(i);
-      if (is_float(info.dtype)) bytes_of[i] = info.elements() * dtype_size(info.dtype);
-      largest = std::max(largest, bytes_of[i]);
-    }
-    const uint64_t budget = threads * largest + largest / 2;
-    const size_t most = 4 * static_cast<size_t>(threads);
-    std::vector<std::unique_ptr<Job>> slots(src.count);
-    std::mutex mu, load_mu;
-    std::condition_variable cv;
-    size_t next = 0, written = 0;
-    uint64_t in_flight = 0;  // bytes of the tensors taken and not yet written
-    bool stop = false;
-    auto admit = [&] {
-      return next == written || (next < written + most && in_flight + bytes_of[next] <= budget);
-    };
-    auto worker = [&] {
-      for (;;) {
-        size_t i;
-        {
-          std::unique_lock<std::mutex> lk(mu);
-          cv.wait(lk, [&] { return stop || next >= src.count || admit(); });
-          if (stop || next >= src.count) return;
-          i = next++;
-          in_flight += bytes_of[i];
-        }
+  // Tensors are loaded one at a time (format readers need not be thread-safe) and
+  // encoded on the pool; their records go to the writer in source order. A tensor's bytes are
+  // counted against the pool's memory budget from its load to the end of its commit.
+  std::vector<uint64_t> bytes_of(src.count, 0);
+  for (size_t i = 0; i < src.count; ++i) {
+    const TensorInfo info = src.info(i);
+    if (is_float(info.dtype)) bytes_of[i] = info.elements() * dtype_size(info.dtype);
+  }
+  std::vector<std::unique_ptr<Job>> slots(src.count);
+  std::mutex load_mu;
+  run_ordered(
+      bytes_of, threads,
+      [&](size_t i) {
         auto job = std::make_unique<Job>();
-        try {
+        {
           std::lock_guard<std::mutex> lk(load_mu);
           load(*job, i);
-        } catch (...) {
-          job->error = std::current_exception();
         }
-        if (!job->error) {
-          run(*job, static_cast<uint32_t>(i));
-          release_input(*job);
-        }
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          if (job->error) stop = true;
-          slots[i] = std::move(job);
-        }
-        cv.notify_all();
-      }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned k = 0; k < std::min<size_t>(threads, src.count); ++k) pool.emplace_back(worker);
-    std::exception_ptr failure;
-    for (size_t i = 0; i < src.count && !failure; ++i) {
-      std::unique_ptr<Job> job;
-      {
-        std::unique_lock<std::mutex> lk(mu);
-        cv.wait(lk, [&] { return slots[i] != nullptr; });
-        job = std::move(slots[i]);
-      }
-      try {
-        commit(*job);
-      } catch (...) {
-        failure = std::current_exception();
-      }
-      job.reset();  // the tensor and its streams are freed before the next is admitted
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        in_flight -= bytes_of[i];
-        ++written;
-        if (failure) stop = true;
-      }
-      cv.notify_all();
-    }
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      stop = true;
-    }
-    cv.notify_all();
-    for (auto& th : pool) th.join();
-    if (failure) std::rethrow_exception(failure);
-  }
+        run(*job, static_cast<uint32_t>(i));
+        release_input(*job);
+        if (job->error) std::rethrow_exception(job->error);
+        slots[i] = std::move(job);
+      },
+      [&](size_t i) {
+        commit(*slots[i]);
+        slots[i].reset();  // the tensor and its streams are freed before the next is admitted
+      });
   ++frame_;
   return outcomes;
 }

@@ -1,0 +1,28 @@
+// Work on a pool of threads, results taken in order: the encoder's and the decoder's way of
+// using several cores without letting the thread count change what is written or which error
+// is reported, and without letting memory grow with the number of tensors.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+
+namespace gradcodec {
+
+// Runs work(i) for every i in [0, bytes.size()) on `threads` workers and commit(i) on the
+// calling thread for i = 0, 1, 2, … in order, each as soon as work(i) has returned. Items are
+// started in order. bytes[i] is the memory item i holds from the start of work(i) to the end of
+// commit(i); items started and not yet committed hold at most (threads + ½) × max(bytes), and
+// at most 4 × threads of them run or wait at a time — except that the next item to commit is
+// always started, so any item can run whatever its size.
+//
+// An exception thrown by work(i) is rethrown in order, in place of commit(i): the items before
+// i are committed first, no item is started after the failure is seen, and the items already
+// running finish (so the error reported is that of the lowest failing index, whatever the
+// thread count). An exception from commit(i) stops the pool the same way. Every worker has
+// joined when run_ordered returns or throws. With threads ≤ 1 (or one item) everything runs on
+// the calling thread: work(0), commit(0), work(1), …
+void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<void(size_t)>& work,
+                 const std::function<void(size_t)>& commit);
+
+}  // namespace gradcodec

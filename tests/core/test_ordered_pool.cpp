@@ -1,0 +1,149 @@
+// run_ordered (lib/core/ordered_pool.*): commits in order whatever order the work finishes in,
+// the lowest failing index's error whatever the thread count, the memory budget kept.
+#include <catch2/catch.hpp>
+
+#include "core/ordered_pool.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace gradcodec;
+
+namespace {
+
+// Work whose duration falls with the index, so later items finish before earlier ones.
+void busy(size_t i, size_t n) { std::this_thread::sleep_for(std::chrono::microseconds(50 * (n - i))); }
+
+}  // namespace
+
+TEST_CASE("run_ordered: every item worked once and committed in order, for 1 to 5 threads", "[pool]") {
+  for (unsigned threads : {1u, 2u, 3u, 5u}) {
+    INFO(threads << " threads");
+    const size_t n = 40;
+    std::vector<uint64_t> bytes(n, 100);
+    std::vector<std::atomic<int>> worked(n);
+    std::vector<size_t> committed;
+    std::mutex mu;
+    std::vector<std::thread::id> workers;
+    run_ordered(
+        bytes, threads,
+        [&](size_t i) {
+          busy(i, n);
+          ++worked[i];
+          std::lock_guard<std::mutex> lk(mu);
+          workers.push_back(std::this_thread::get_id());
+        },
+        [&](size_t i) {
+          CHECK(worked[i] == 1);  // commit(i) only after work(i) returned
+          committed.push_back(i);
+        });
+    for (size_t i = 0; i < n; ++i) CHECK(worked[i] == 1);
+    REQUIRE(committed.size() == n);
+    for (size_t i = 0; i < n; ++i) CHECK(committed[i] == i);
+    // One thread: everything on the caller; more: on the workers only.
+    const auto me = std::this_thread::get_id();
+    size_t on_caller = 0;
+    for (auto id : workers) on_caller += id == me;
+    CHECK(on_caller == (threads == 1 ? n : 0));
+  }
+}
+
+TEST_CASE("run_ordered: the lowest failing item's error, after every earlier commit, for any thread count",
+          "[pool]") {
+  for (unsigned threads : {1u, 2u, 3u, 5u}) {
+    INFO(threads << " threads");
+    const size_t n = 30;
+    std::vector<uint64_t> bytes(n, 1);
+    std::vector<size_t> committed;
+    std::atomic<size_t> started_after{0};
+    try {
+      run_ordered(
+          bytes, threads,
+          [&](size_t i) {
+            busy(i, n);
+            if (i > 20) ++started_after;
+            if (i == 7 || i == 9) throw std::runtime_error("item " + std::to_string(i));
+          },
+          [&](size_t i) { committed.push_back(i); });
+      FAIL("no error");
+    } catch (const std::runtime_error& e) {
+      CHECK(std::string(e.what()) == "item 7");
+    }
+    REQUIRE(committed.size() == 7);
+    for (size_t i = 0; i < 7; ++i) CHECK(committed[i] == i);
+    // Once the failure is seen no item is started. Equal items: at most `threads` of them are in
+    // flight (the byte budget), so nothing past 7 + threads ever starts.
+    CHECK(started_after == 0);
+  }
+}
+
+TEST_CASE("run_ordered: an error from commit stops the pool and is rethrown", "[pool]") {
+  for (unsigned threads : {1u, 2u, 4u}) {
+    INFO(threads << " threads");
+    const size_t n = 100;
+    std::vector<uint64_t> bytes(n, 1);
+    std::atomic<size_t> worked{0};
+    std::vector<size_t> committed;
+    CHECK_THROWS_WITH(run_ordered(
+                          bytes, threads, [&](size_t) { ++worked; },
+                          [&](size_t i) {
+                            if (i == 3) throw std::runtime_error("sink full");
+                            committed.push_back(i);
+                          }),
+                      "sink full");
+    CHECK(committed == std::vector<size_t>{0, 1, 2});
+    CHECK(worked <= 4 + threads);  // 0..3 and what was admitted before the stop: `threads` equal items
+  }
+}
+
+TEST_CASE("run_ordered: items in flight stay within (threads + 1/2) x the largest, 4 x threads of them",
+          "[pool]") {
+  // Sizes: many small items between a few large ones. The largest item is always admitted when
+  // it is the next to commit, so the pool never stalls.
+  std::vector<uint64_t> bytes;
+  for (int k = 0; k < 6; ++k) {
+    bytes.push_back(1000);
+    for (int j = 0; j < 10; ++j) bytes.push_back(10);
+    bytes.push_back(600);
+  }
+  for (unsigned threads : {2u, 3u}) {
+    INFO(threads << " threads");
+    const uint64_t budget = threads * 1000 + 500;
+    std::mutex mu;
+    uint64_t in_flight = 0, peak_bytes = 0;
+    size_t items = 0, peak_items = 0;
+    run_ordered(
+        bytes, threads,
+        [&](size_t i) {
+          {
+            std::lock_guard<std::mutex> lk(mu);
+            in_flight += bytes[i];
+            ++items;
+            peak_bytes = std::max(peak_bytes, in_flight);
+            peak_items = std::max(peak_items, items);
+          }
+          busy(i % 12, 12);
+        },
+        [&](size_t i) {
+          std::lock_guard<std::mutex> lk(mu);
+          in_flight -= bytes[i];
+          --items;
+        });
+    CHECK(peak_bytes <= budget);
+    CHECK(peak_items <= 4 * threads);
+    CHECK(peak_items >= 2);  // and it did run items at once
+  }
+}
+
+TEST_CASE("run_ordered: no items, one item", "[pool]") {
+  run_ordered({}, 3, [](size_t) { FAIL("no item"); }, [](size_t) { FAIL("no item"); });
+  std::vector<uint64_t> one = {0};
+  std::vector<int> calls;
+  run_ordered(one, 4, [&](size_t) { calls.push_back(1); }, [&](size_t) { calls.push_back(2); });
+  CHECK(calls == std::vector<int>{1, 2});
+}
