@@ -10,10 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <climits>
 #include <filesystem>
 #include <fstream>
-#include <malloc.h>
 #include <unistd.h>
 
 #ifndef GRADCODEC_DATA_DIR
@@ -98,22 +96,8 @@ void write_file(const std::string& path, const std::string& text) {
   out.commit();
 }
 
-// The timed runs reuse the memory the run before them freed, as lzbench and `zstd -b` reuse
-// their buffers: the figures are the codec's, not the kernel's. glibc would otherwise hand
-// freed tensor-sized blocks back (munmap above its mmap threshold, trimming the heap top above
-// twice that), and every decode would fault in its output afresh — on the VMs measured here
-// the page faults took 36% of `bench`'s decode time and made every preset decode VGG16 at about
-// 1 GB/s (docs/performance.md). Blocks up to 32 MiB (glibc's largest threshold) come from the
-// heap and freed heap memory stays mapped; `encode` and `decode` keep glibc's behaviour.
-void reuse_freed_memory() {
-#if defined(__GLIBC__)
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, INT_MAX);
-#endif
-}
-
 int run_bench(BenchArgs a) {
-  reuse_freed_memory();
+  reuse_freed_heap();
   if (!a.workers.empty()) {
     if (!a.inputs.empty() || !a.presets.empty() || !a.pipelines.empty() || !a.sweeps.empty() || !a.csv.empty())
       fail(ErrorCode::Usage, "--workers compares the merge methods: give no INPUT, --preset, --pipeline, --sweep "

@@ -1,4 +1,4 @@
-// gradcodec decode IN.gcz -o OUT(.npz|.h5|.safetensors|.npy|DIR/) [--frame N] [--tensor NAME]
+// gradcodec decode IN.gcz -o OUT(.npz|.h5|.safetensors|.npy|DIR/) [--frame N] [--tensor NAME] [--threads N]
 // A container with several frames and no --frame decodes each frame to OUT with ".frameNNN"
 // before the extension (DIR/ gets DIR/frameNNN/).
 #include "commands.hpp"
@@ -17,6 +17,7 @@ struct DecodeArgs {
   std::string tensor;
   bool force = false, verbose = false;
   std::string memory_limit;
+  unsigned threads = 0;
 };
 
 // "8G", "512M", "64k" or a byte count (powers of 1024).
@@ -53,10 +54,12 @@ std::string frame_path(const std::string& out, size_t f, size_t frames) {
 int run_decode(const DecodeArgs& a) {
   if (a.output == "-" && ::isatty(STDOUT_FILENO))
     fail(ErrorCode::Usage, "refusing to write binary output to a terminal (redirect it or use -o FILE)");
+  reuse_freed_heap();
   ContainerReader reader = ContainerReader::open(a.input);
   formats::format_for_output(a.output);  // a usage error before any work
   DecodeOptions dopt;
   if (!a.memory_limit.empty()) dopt.memory_limit = parse_size(a.memory_limit);
+  dopt.threads = thread_count(a.threads);
   SequenceDecoder dec(reader, dopt);
   std::vector<size_t> frames;
   if (a.frame >= 0) {
@@ -119,6 +122,7 @@ void setup_decode(CLI::App& app, Runner& run) {
   sub->add_option("--tensor", a->tensor, "decode only the tensor with this name");
   sub->add_flag("-f,--force", a->force, "replace outputs that exist");
   sub->add_flag("-v,--verbose", a->verbose, "say which frames were read");
+  sub->add_option("--threads", a->threads, "worker threads (default: all cores); the output does not depend on it");
   sub->add_option("--memory-limit", a->memory_limit,
                   "refuse a tensor whose decoding needs more memory than this (default 8G; e.g. 512M, 32G)");
   sub->callback([a, &run] { run = [a] { return run_decode(*a); }; });

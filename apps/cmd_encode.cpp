@@ -4,12 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <thread>
 #include <unistd.h>
-
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 namespace gradcodec::cli {
 
@@ -27,19 +22,8 @@ struct EncodeArgs {
   InputOptions in;
 };
 
-// glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB), after
-// which tensor-sized buffers come from the heaps of the worker threads' arenas, where freed space
-// stays resident and fragments: `lossless` with 2 threads on a 2 GB snapshot peaked at ~100 MB
-// instead of ~74 MB (the bound is 3 × largest tensor + 64 MB, docs/performance.md). A fixed
-// threshold keeps every buffer of 4 MiB or more in its own mapping, returned when freed.
-void bound_encode_memory() {
-#if defined(__GLIBC__)
-  mallopt(M_MMAP_THRESHOLD, 4 << 20);
-#endif
-}
-
 int run_encode(const EncodeArgs& a) {
-  bound_encode_memory();
+  bound_heap_growth();
   if (a.output == "-" && ::isatty(STDOUT_FILENO))
     fail(ErrorCode::Usage, "refusing to write a binary container to a terminal (redirect it or use -o FILE)");
   int stdin_uses = 0;
@@ -50,7 +34,7 @@ int run_encode(const EncodeArgs& a) {
   eo.seed = a.seed;
   eo.keyframe_interval = a.keyframe_interval;
   eo.nonfinite = a.nonfinite;
-  eo.threads = a.threads ? a.threads : std::max(1u, std::thread::hardware_concurrency());
+  eo.threads = thread_count(a.threads);
 
   // Open (and validate) every input before creating the output.
   std::vector<OpenInput> inputs;

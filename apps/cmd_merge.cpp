@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include <optional>
-#include <thread>
 #include <unistd.h>
 
 namespace gradcodec::cli {
@@ -34,7 +33,7 @@ int run_merge(const MergeArgs& a) {
     if (i == "-") fail(ErrorCode::Usage, "merge reads its inputs by name: standard input ('-') is not supported");
   o.seed = a.seed;
   o.eta = a.eta;
-  o.threads = a.threads ? a.threads : std::max(1u, std::thread::hardware_concurrency());
+  o.threads = thread_count(a.threads);
   if (!a.preset.empty() || !a.pipeline.empty()) o.pipeline = choose_pipeline(a.preset, a.pipeline);
 
   // Open and check every input before creating the output.

@@ -52,6 +52,25 @@ void add_nonfinite_option(CLI::App& app, NonFinite& policy);
 // The pipeline chosen by --preset/--pipeline (default: the lossless preset).
 Pipeline choose_pipeline(const std::string& preset, const std::string& text);
 
+// --threads N, or 0 for every core the machine reports.
+unsigned thread_count(unsigned requested);
+// glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB), after
+// which tensor-sized buffers come from the heaps of the worker threads' arenas, where freed space
+// stays resident and fragments: `encode --preset lossless` with 2 threads on a 2 GB snapshot
+// peaked at ~100 MB instead of ~74 MB (the bound is 3 × largest tensor + 64 MB,
+// docs/performance.md). A fixed threshold keeps every buffer of 4 MiB or more in its own
+// mapping, returned when freed. For the subcommands that stream tensors through worker threads.
+void bound_heap_growth();
+// The opposite choice, for `bench`'s timed runs and for `decode`: blocks up to 32 MiB (glibc's
+// largest threshold) come from the heap and freed heap memory stays mapped, so each tensor
+// reuses the memory the one before it freed instead of faulting in fresh pages. `bench` reuses
+// it as lzbench and `zstd -b` reuse their buffers (the figures are the codec's, not the
+// kernel's; the page faults took 36% of its decode time on the VMs measured here,
+// docs/performance.md). `decode --threads 2` of a 590 MB topk-1pct container, where decoded
+// tensors are freed on another thread than the one that made them: 14,500 page faults and
+// 0.35 s with glibc's defaults, 5,900 and 0.25 s with this (one thread: 0.26 s either way).
+void reuse_freed_heap();
+
 // "12.3 MB"-style sizes with MB = 10^6 bytes.
 std::string human_bytes(uint64_t n);
 // printf-style formatting into a std::string.

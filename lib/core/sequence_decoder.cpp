@@ -2,8 +2,12 @@
 // chain of frames for stateful pipelines.
 #include <gradcodec/codec.hpp>
 
+#include "core/ordered_pool.hpp"
+
 #include <algorithm>
+#include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace gradcodec {
 
@@ -16,6 +20,7 @@ struct SequenceDecoder::Impl {
   };
   std::unordered_map<std::string, Chain> chains;
   std::vector<std::unordered_map<std::string, size_t>> names;  // per frame, lazily
+  std::mutex lazy_mu;  // guards the lazily built variants and names (decode_frame's workers)
   size_t frames_read = 0;
   uint64_t kept = 0;  // of the last record decoded
   bool stateful = false;
@@ -27,10 +32,12 @@ struct SequenceDecoder::Impl {
     names.resize(r.frame_count());
   }
   PipelineStages& stages(uint32_t v) {
+    std::lock_guard<std::mutex> lk(lazy_mu);
     if (!variants[v]) variants[v] = std::make_unique<PipelineStages>(Pipeline::from_json(reader.variants()[v]));
     return *variants[v];
   }
   size_t find(size_t f, const std::string& name) {
+    std::lock_guard<std::mutex> lk(lazy_mu);
     auto& m = names[f];
     if (m.empty())
       for (size_t i = 0; i < reader.record_count(f); ++i) m[reader.record(f, i).info.name] = i;
@@ -40,7 +47,9 @@ struct SequenceDecoder::Impl {
                                    " needed to decode later frames");
     return it->second;
   }
-  Tensor decode_record(size_t f, size_t i, Chain& chain) {
+  // Record i of frame f with the tensor's chain at frame f − 1 (or any chain at a keyframe);
+  // `kept` gets the values it sent.
+  Tensor decode_record(size_t f, size_t i, Chain& chain, uint64_t& kept) {
     RecordMeta m = reader.record(f, i);
     const uint64_t need = m.info.elements() * std::max<uint64_t>(4, dtype_size(m.info.dtype));
     if (m.storage == Storage::Pipeline && need > opt.memory_limit)
@@ -71,6 +80,28 @@ struct SequenceDecoder::Impl {
     chain.last_frame = static_cast<long long>(f);
     return out;
   }
+  // Tensor i of frame f, its chain brought up from the last keyframe (or from where it stands,
+  // when it stands between them) to f. Touches only `chain` and the lazily built tables, so
+  // several tensors can be decoded at once, each with its own chain.
+  Tensor decode_chain(size_t f, size_t i, Chain& chain, size_t& read, uint64_t& sent) {
+    const ContainerReader& r = reader;
+    if (!stateful) {
+      read = 1;
+      return decode_record(f, i, chain, sent);
+    }
+    const std::string name = r.record(f, i).info.name;
+    size_t k = f;
+    while (k > 0 && !r.frame(k).keyframe) --k;
+    size_t start = k;
+    if (chain.last_frame >= static_cast<long long>(k) && chain.last_frame < static_cast<long long>(f))
+      start = static_cast<size_t>(chain.last_frame) + 1;
+    else
+      chain = Chain{};
+    read = f - start + 1;
+    uint64_t ignored = 0;
+    for (size_t g = start; g < f; ++g) decode_record(g, find(g, name), chain, ignored);
+    return decode_record(f, i, chain, sent);
+  }
 };
 
 SequenceDecoder::SequenceDecoder(const ContainerReader& r, DecodeOptions o) : impl_(std::make_unique<Impl>(r, o)) {}
@@ -84,33 +115,60 @@ Tensor SequenceDecoder::decode(size_t f, size_t i) {
   const ContainerReader& r = im.reader;
   r.frame(f);
   if (i >= r.record_count(f)) fail(ErrorCode::Internal, "tensor index out of range");
-  im.frames_read = 1;
-  if (!im.stateful) {
-    Impl::Chain scratch;
-    return im.decode_record(f, i, scratch);
-  }
-  const std::string name = r.record(f, i).info.name;
-  size_t k = f;
-  while (k > 0 && !r.frame(k).keyframe) --k;
-  Impl::Chain& chain = im.chains[name];
-  size_t start = k;
-  if (chain.last_frame >= static_cast<long long>(k) && chain.last_frame < static_cast<long long>(f))
-    start = static_cast<size_t>(chain.last_frame) + 1;
-  else
-    chain = Impl::Chain{};
-  im.frames_read = f - start + 1;
-  for (size_t g = start; g < f; ++g) im.decode_record(g, im.find(g, name), chain);
-  return im.decode_record(f, i, chain);
+  Impl::Chain scratch;
+  Impl::Chain& chain = im.stateful ? im.chains[r.record(f, i).info.name] : scratch;
+  return im.decode_chain(f, i, chain, im.frames_read, im.kept);
 }
 
 void SequenceDecoder::decode_frame(size_t f, const std::function<void(Tensor&&)>& sink) {
-  size_t n = impl_->reader.record_count(f);
-  size_t most = 0;
+  Impl& im = *impl_;
+  const ContainerReader& r = im.reader;
+  r.frame(f);
+  const size_t n = r.record_count(f);
+  // Per record: the memory its decoded tensor holds until the sink has it (0 when its metadata
+  // is damaged: the worker reports that, in its turn).
+  // A stateful pipeline's tensors each follow their own chain, created here before any worker
+  // starts; a damaged container that names a tensor twice in the frame is decoded on one thread,
+  // in order, as the two records share a chain.
+  std::vector<uint64_t> bytes(n, 0);
+  std::vector<Impl::Chain*> chains(n, nullptr);
+  std::vector<Impl::Chain> scratch(im.stateful ? 0 : n);
+  unsigned threads = im.opt.threads;
+  std::unordered_set<std::string> named;
   for (size_t i = 0; i < n; ++i) {
-    sink(decode(f, i));
-    most = std::max(most, impl_->frames_read);
+    if (!im.stateful) chains[i] = &scratch[i];
+    try {
+      const RecordMeta m = r.record(f, i);
+      bytes[i] = m.info.elements() * std::max<uint64_t>(4, dtype_size(m.info.dtype));
+      if (im.stateful) {
+        chains[i] = &im.chains[m.info.name];
+        if (!named.insert(m.info.name).second) threads = 1;
+      }
+    } catch (const Error&) {
+      bytes[i] = 0;  // the worker meets the same error in its turn
+    }
   }
-  impl_->frames_read = most;
+  std::vector<Tensor> done(n);
+  std::vector<size_t> read(n, 0);
+  std::vector<uint64_t> sent(n, 0);
+  size_t most = 0;
+  run_ordered(
+      bytes, threads,
+      [&](size_t i) {
+        if (!chains[i]) {  // the metadata was damaged: reading it again reports that
+          r.record(f, i);
+          fail(ErrorCode::Internal, r.path() + ": record " + std::to_string(i) + " of frame " + std::to_string(f) +
+                                        " read differently twice");
+        }
+        done[i] = im.decode_chain(f, i, *chains[i], read[i], sent[i]);
+      },
+      [&](size_t i) {
+        im.kept = sent[i];
+        most = std::max(most, read[i]);
+        sink(std::move(done[i]));
+        done[i] = Tensor{};
+      });
+  im.frames_read = most;
 }
 
 }  // namespace gradcodec

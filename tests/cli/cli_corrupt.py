@@ -43,13 +43,14 @@ def test_bit_flip_in_every_byte():
 
 def test_committed_must_fail_containers():
     # test_data/corrupt: one container per malformed field (tests/fixtures/make_corrupt.py), each
-    # with the exact error line decode and inspect must print.
+    # with the exact error line decode (on one thread or several) and inspect must print.
     folder = os.path.join(sys.argv[2], "test_data", "corrupt")
     expected = json.load(open(os.path.join(folder, "expected.json")))
     assert len(expected) >= 15
     for name, want in sorted(expected.items()):
         f = os.path.join(folder, name)
-        for cmd in (["decode", f, "-o", path("never.npz")], ["inspect", f]):
+        for cmd in (["decode", f, "-o", path("never.npz"), "--threads", "1"],
+                    ["decode", f, "-o", path("never.npz"), "--threads", "3"], ["inspect", f]):
             p = subprocess.run([EXE, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
             err = p.stderr.decode().strip()
             assert p.returncode == want["exit"], (name, cmd[0], p.returncode, err)

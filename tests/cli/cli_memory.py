@@ -83,11 +83,12 @@ def test_decode_peak_rss_is_bounded_by_the_largest_tensor():
     for preset in ("lossless", "qsgd4"):
         peak_rss_bytes("encode", snap, "-o", path("dec.gcz"), "--preset", preset, "--force", "--quiet")
         for out in ("out.safetensors", "out.npz"):
-            rss = peak_rss_bytes("decode", path("dec.gcz"), "-o", path(out), "--force")
-            print(f"  decode {preset:8s} -> {out:16s}: peak RSS {rss / 1e6:.1f} MB (limit {limit / 1e6:.1f} MB, "
-                  f"output {os.path.getsize(path(out)) / 1e6:.0f} MB)")
-            assert rss <= limit, (preset, out, rss, limit)
-            os.remove(path(out))
+            for threads in ("1", "2"):
+                rss = peak_rss_bytes("decode", path("dec.gcz"), "-o", path(out), "--force", "--threads", threads)
+                print(f"  decode {preset:8s} -> {out:16s} threads {threads}: peak RSS {rss / 1e6:.1f} MB (limit "
+                      f"{limit / 1e6:.1f} MB, output {os.path.getsize(path(out)) / 1e6:.0f} MB)")
+                assert rss <= limit, (preset, out, threads, rss, limit)
+                os.remove(path(out))
     os.remove(snap)
 
 

@@ -54,10 +54,12 @@ std::vector<uint8_t> make_container(const std::string& pipeline, const std::vect
   return bytes;
 }
 
-// Decodes everything in a container held in memory.
-std::vector<std::vector<Tensor>> decode_all(std::vector<uint8_t> bytes) {
+// Decodes everything in a container held in memory, on `threads` decode threads.
+std::vector<std::vector<Tensor>> decode_all(std::vector<uint8_t> bytes, unsigned threads = 1) {
   ContainerReader r(InputFile::from_bytes(std::move(bytes), "mem.gcz"));
-  SequenceDecoder d(r);
+  DecodeOptions opt;
+  opt.threads = threads;
+  SequenceDecoder d(r, opt);
   std::vector<std::vector<Tensor>> out(r.frame_count());
   for (size_t f = 0; f < r.frame_count(); ++f) d.decode_frame(f, [&](Tensor&& t) { out[f].push_back(std::move(t)); });
   return out;
@@ -169,6 +171,77 @@ TEST_CASE("container: same input, pipeline and seed give the same bytes for 1 an
   auto again = make_container("fp16 | zstd", frames, 3, 2);
   CHECK(one == two);
   CHECK(two == again);
+}
+
+TEST_CASE("decode_frame: the same tensors in the same order for 1, 2, 3 and 5 threads", "[container]") {
+  // Tensors 1000× apart in size, so the workers finish out of order; a pass-through array; a
+  // stateless pipeline with one frame and a stateful one (error feedback) over three frames.
+  Tensor other;
+  other.info.name = "step";
+  other.info.dtype = DType::Other;
+  other.info.descr = "<i8";
+  other.data = Buffer(std::vector<uint8_t>{9, 0, 0, 0, 0, 0, 0, 0});
+  const std::vector<uint64_t> rows = {300, 2, 40, 1, 250, 3, 60, 5, 200};
+  std::vector<std::vector<Tensor>> frames(3);
+  for (size_t f = 0; f < frames.size(); ++f) {
+    for (size_t i = 0; i < rows.size(); ++i)
+      frames[f].push_back(
+          make_tensor("t" + std::to_string(i), {rows[i], 96}, gaussian(rows[i] * 96, 10 * f + i)));
+    frames[f].insert(frames[f].begin() + 4, other);
+  }
+  for (const char* pipeline : {"fp16 | zstd", "ef | sign(scale=l1)"}) {
+    INFO(pipeline);
+    const auto bytes = make_container(pipeline, frames, 3);
+    const auto one = decode_all(bytes, 1);
+    REQUIRE(one.size() == 3);
+    REQUIRE(one[2].size() == rows.size() + 1);
+    for (unsigned threads : {2u, 3u, 5u}) {
+      INFO(threads << " threads");
+      const auto many = decode_all(bytes, threads);
+      REQUIRE(many.size() == one.size());
+      for (size_t f = 0; f < one.size(); ++f) {
+        REQUIRE(many[f].size() == one[f].size());
+        for (size_t i = 0; i < one[f].size(); ++i) {
+          CHECK(many[f][i].name() == one[f][i].name());
+          CHECK(many[f][i].info.shape == one[f][i].info.shape);
+          CHECK(many[f][i].dtype() == one[f][i].dtype());
+          REQUIRE(many[f][i].data.size() == one[f][i].data.size());
+          CHECK(std::memcmp(many[f][i].data.data(), one[f][i].data.data(), one[f][i].data.size()) == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("decode_frame: a damaged container fails at its first damaged record for any thread count",
+          "[container][corrupt]") {
+  std::vector<std::vector<Tensor>> frames(1);
+  for (int i = 0; i < 12; ++i)
+    frames[0].push_back(make_tensor("t" + std::to_string(i), {uint64_t(12 - i) * 40, 50}, gaussian((12 - i) * 2000, i)));
+  auto bytes = make_container("fp16 | zstd", frames, 3);
+  {
+    ContainerReader clean(InputFile::from_bytes(bytes, "mem.gcz"));
+    for (size_t i : {4u, 7u}) bytes[clean.record(0, i).streams[0].offset + 3] ^= 0x10;
+  }
+  std::string first_error;
+  for (unsigned threads : {1u, 2u, 3u, 5u}) {
+    INFO(threads << " threads");
+    ContainerReader r(InputFile::from_bytes(bytes, "mem.gcz"));
+    DecodeOptions opt;
+    opt.threads = threads;
+    SequenceDecoder d(r, opt);
+    std::vector<std::string> sunk;
+    try {
+      d.decode_frame(0, [&](Tensor&& t) { sunk.push_back(t.name()); });
+      FAIL("the damaged frame decoded");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Corrupt);
+      if (threads == 1) first_error = e.what();
+      CHECK(e.what() == first_error);
+    }
+    CHECK(sunk == std::vector<std::string>{"t0", "t1", "t2", "t3"});
+  }
+  CHECK(first_error.find("checksum") != std::string::npos);
 }
 
 TEST_CASE("bird+'s frame plan: the same bytes for 1, 2, 3 and 5 threads; the first weight's error wins",

@@ -176,6 +176,11 @@ struct DecodeOptions {
   // is larger), like zstd's --memory: a record over it is refused (Error Input) before anything
   // is allocated, so a small file cannot demand a huge allocation.
   uint64_t memory_limit = uint64_t{8} << 30;
+  // Threads SequenceDecoder::decode_frame decodes tensors on. The tensors reach the sink in
+  // order, the same for any thread count, and the error reported for a damaged container is the
+  // first one in record order. Decoded tensors waiting for the sink hold at most
+  // (threads + ½) × the largest tensor's decoding memory.
+  unsigned threads = 1;
 };
 
 class SequenceDecoder {
@@ -185,7 +190,8 @@ class SequenceDecoder {
   // Decodes tensor `i` of frame `f`. For stateful pipelines, decodes that tensor's records from
   // the last keyframe up to f first (reported through frames_read()).
   Tensor decode(size_t f, size_t i);
-  // Decodes every tensor of frame f (in order), calling `sink` for each.
+  // Decodes every tensor of frame f, calling `sink` for each in order (on the calling thread;
+  // DecodeOptions::threads of them are decoded at once).
   void decode_frame(size_t f, const std::function<void(Tensor&&)>& sink);
   // Frames read by the last decode() call (for --verbose).
   size_t frames_read() const noexcept;
