@@ -17,21 +17,23 @@
 //   member declaring more than kTrailingSlack bytes beyond its array is refused at open, so read()
 //   never inflates more than the header's promise plus that slack (plus one probe byte).
 //
-// Writing. Each add() streams its NPY member into an unlinked spool file, so memory stays at one
-// chunk whatever the snapshot size; finish() has libzip build the archive (stored members, like
-// np.savez, dated 1980-01-01 like numpy's) from the spool into the AtomicOutput's temporary, then
-// renames it into place. "-" builds the zip in a temporary file and copies it to standard output.
+// Writing (zip_write.hpp). Each add() writes its member (stored, like np.savez, dated 1980-01-01
+// like numpy's, with numpy's ZIP64 local header) straight into the AtomicOutput's temporary, so
+// memory stays at one chunk whatever the snapshot size and the archive's bytes are written once;
+// finish() writes the central directory and renames the file into place. "-" writes the archive
+// into an unlinked spool file and copies it to standard output once it is complete.
 #include "npy.hpp"
 #include "readers.hpp"
+#include "zip_write.hpp"
 
 #include <gradcodec/error.hpp>
 
 #include <zip.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -224,102 +226,27 @@ fs::path temp_dir() {
   return ec ? fs::path("/tmp") : p;
 }
 
-// An empty file DIR/.STEM.KIND-XXXXXX; returns its descriptor and sets `name`.
-int make_temp(const fs::path& dir, const std::string& stem, const char* kind, std::string& name,
-              const std::string& target) {
-  std::string templ = (dir / ("." + stem + "." + kind + "-XXXXXX")).string();
+// An empty file DIR/.STEM.KIND-XXXXXX, already unlinked: it lives as long as the descriptor.
+int make_spool(const fs::path& dir, const std::string& stem, const std::string& target) {
+  std::string templ = (dir / ("." + stem + ".spool-XXXXXX")).string();
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   int fd = ::mkstemp(buf.data());
   if (fd < 0)
     fail(ErrorCode::Input, target + ": cannot create a temporary file in " + dir.string() + ": " +
                                std::strerror(errno));
-  name = buf.data();
+  ::unlink(buf.data());
   return fd;
-}
-
-// Removes a temporary file by name when it goes out of scope.
-struct TempName {
-  std::string name;
-  ~TempName() {
-    if (!name.empty()) ::unlink(name.c_str());
-  }
-};
-
-// One member's bytes inside the spool file, served to libzip by a source callback.
-struct SpoolSlice {
-  int fd = -1;
-  uint64_t offset = 0, size = 0, pos = 0;
-  zip_error_t error;
-  SpoolSlice() { zip_error_init(&error); }
-  ~SpoolSlice() { zip_error_fini(&error); }
-  SpoolSlice(const SpoolSlice&) = delete;
-  SpoolSlice& operator=(const SpoolSlice&) = delete;
-};
-
-zip_int64_t spool_callback(void* user, void* data, zip_uint64_t len, zip_source_cmd_t cmd) {
-  auto* s = static_cast<SpoolSlice*>(user);
-  switch (cmd) {
-    case ZIP_SOURCE_OPEN: s->pos = 0; return 0;
-    case ZIP_SOURCE_READ: {
-      uint64_t n = std::min<uint64_t>(len, s->size - s->pos);
-      auto* p = static_cast<uint8_t*>(data);
-      for (uint64_t got = 0; got < n;) {
-        ssize_t r = ::pread(s->fd, p + got, n - got, static_cast<off_t>(s->offset + s->pos + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-          zip_error_set(&s->error, r < 0 ? ZIP_ER_READ : ZIP_ER_EOF, r < 0 ? errno : 0);
-          return -1;
-        }
-        got += static_cast<uint64_t>(r);
-      }
-      s->pos += n;
-      return static_cast<zip_int64_t>(n);
-    }
-    case ZIP_SOURCE_CLOSE: return 0;
-    case ZIP_SOURCE_STAT: {
-      zip_stat_t* st = ZIP_SOURCE_GET_ARGS(zip_stat_t, data, len, &s->error);
-      if (!st) return -1;
-      zip_stat_init(st);
-      st->size = s->size;
-      st->valid |= ZIP_STAT_SIZE;
-      return sizeof(zip_stat_t);
-    }
-    case ZIP_SOURCE_ERROR: return zip_error_to_data(&s->error, data, len);
-    case ZIP_SOURCE_FREE: return 0;  // the slice belongs to the writer
-    case ZIP_SOURCE_SUPPORTS:
-      return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE,
-                                            ZIP_SOURCE_STAT, ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE, -1);
-    default: zip_error_set(&s->error, ZIP_ER_OPNOTSUPP, 0); return -1;
-  }
-}
-
-// numpy's zip members carry the date 1980-01-01 00:00 (zipfile's default); libzip converts a
-// time_t through localtime, so ask for local midnight.
-time_t numpy_member_time() {
-  std::tm tm{};
-  tm.tm_year = 80;
-  tm.tm_mon = 0;
-  tm.tm_mday = 1;
-  tm.tm_isdst = -1;
-  return std::mktime(&tm);
 }
 
 class NpzWriter final : public SnapshotWriter {
  public:
-  NpzWriter(const std::string& path, bool overwrite) : path_(path) {
-    fs::path dir;
-    if (path == "-") {
-      dir = temp_dir();
-    } else {
+  NpzWriter(const std::string& path, bool overwrite)
+      : path_(path), zip_([this](const void* p, size_t n) { emit(p, n); }, target()) {
+    if (path == "-")
+      spool_fd_ = make_spool(temp_dir(), "gradcodec-stdout", target());
+    else
       out_ = std::make_unique<AtomicOutput>(path, overwrite);
-      dir = fs::path(path).parent_path();
-      if (dir.empty()) dir = ".";
-    }
-    std::string spool_name;
-    spool_fd_ = make_temp(dir, path == "-" ? "gradcodec-stdout" : fs::path(path).filename().string(),
-                          "spool", spool_name, target());
-    ::unlink(spool_name.c_str());  // lives as long as the descriptor
   }
   ~NpzWriter() override {
     if (spool_fd_ >= 0) ::close(spool_fd_);
@@ -332,33 +259,40 @@ class NpzWriter final : public SnapshotWriter {
         name.find("/../") != std::string::npos)
       fail(ErrorCode::Usage, target() + ": tensor name '" + name +
                                  "' cannot be an npz member name (empty, absolute or with '..')");
+    if (finished_) fail(ErrorCode::Internal, target() + ": add() after finish()");
     if (!names_.insert(name).second) fail(ErrorCode::Usage, target() + ": two tensors named '" + name + "'");
-    uint64_t start = spool_size_, pos = start;
+    // The member's local header carries its size and CRC-32, so the NPY stream is made twice:
+    // once to count and checksum it, once to write it (no byte of the archive is rewritten).
+    // write_array validates the tensor before its first byte, so a tensor NPY cannot hold is
+    // refused here with the archive untouched.
+    uint64_t size = 0;
+    uLong crc = crc32_z(0, nullptr, 0);
     try {
-      npy::write_array(t, [&](const void* p, size_t n) { spool_write(p, n, pos); }, warnings_);
+      std::vector<std::string> unused;
+      npy::write_array(t, [&](const void* p, size_t n) {
+        size += n;
+        if (n) crc = crc32_z(crc, static_cast<const Bytef*>(p), n);  // (a null buffer restarts the CRC)
+      }, unused);
     } catch (...) {
       names_.erase(name);
       throw;
     }
-    auto slice = std::make_unique<SpoolSlice>();
-    slice->fd = spool_fd_;
-    slice->offset = start;
-    slice->size = pos - start;
-    members_.push_back({name + ".npy", std::move(slice)});
-    spool_size_ = pos;
+    try {
+      zip_.begin(name + ".npy", size, static_cast<uint32_t>(crc));
+      npy::write_array(t, [&](const void* p, size_t n) { zip_.data(p, n); }, warnings_);
+    } catch (...) {
+      failed_ = true;  // the archive may hold part of this member: finish() refuses
+      throw;
+    }
   }
 
   void finish() override {
     if (finished_) fail(ErrorCode::Internal, target() + ": finish() called twice");
+    if (failed_) fail(ErrorCode::Internal, target() + ": finish() after a failed add()");
+    zip_.finish();
     if (path_ == "-") {
-      TempName zip_file;
-      ::close(make_temp(temp_dir(), "gradcodec-stdout", "zip", zip_file.name, target()));
-      build_zip(zip_file.name);
-      copy_to_stdout(zip_file.name);
+      copy_spool_to_stdout();
     } else {
-      out_->release_handle();
-      build_zip(out_->temp_path());
-      npy::sync_file(out_->temp_path(), path_);
       out_->commit();
     }
     finished_ = true;
@@ -367,85 +301,46 @@ class NpzWriter final : public SnapshotWriter {
   std::vector<std::string> take_warnings() override { return std::exchange(warnings_, {}); }
 
  private:
-  struct Member {
-    std::string name;
-    std::unique_ptr<SpoolSlice> slice;
-  };
-
   std::string target() const { return path_ == "-" ? std::string("<stdout>") : path_; }
 
-  void spool_write(const void* data, size_t n, uint64_t& pos) {
+  // The archive's bytes: into the output's temporary, or for "-" into the spool, which reaches
+  // standard output only once the archive is complete.
+  void emit(const void* data, size_t n) {
+    if (out_) return out_->write(data, n);
     auto* p = static_cast<const uint8_t*>(data);
     while (n > 0) {
-      ssize_t w = ::pwrite(spool_fd_, p, n, static_cast<off_t>(pos));
+      ssize_t w = ::pwrite(spool_fd_, p, n, static_cast<off_t>(spool_size_));
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0)
-        fail(ErrorCode::Input, target() + ": cannot write temporary data: " +
-                                   std::strerror(w < 0 ? errno : ENOSPC));
+        fail(ErrorCode::Input, target() + ": cannot write temporary data: " + std::strerror(w < 0 ? errno : ENOSPC));
       p += w;
       n -= static_cast<size_t>(w);
-      pos += static_cast<uint64_t>(w);
+      spool_size_ += static_cast<uint64_t>(w);
     }
   }
 
-  // Writes the archive to the file `name` (which exists and is empty).
-  void build_zip(const std::string& name) {
-    if (members_.empty()) {  // libzip deletes an archive left empty; numpy writes the bare EOCD
-      static const uint8_t eocd[22] = {'P', 'K', 5, 6};
-      FILE* f = std::fopen(name.c_str(), "wb");
-      bool ok = f && std::fwrite(eocd, 1, sizeof eocd, f) == sizeof eocd;
-      ok = (f && std::fclose(f) == 0) && ok;
-      if (!ok) fail(ErrorCode::Input, target() + ": write failed: " + std::strerror(errno));
-      return;
-    }
-    int code = 0;
-    zip_t* raw = zip_open(name.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
-    if (!raw) {
-      zip_error_t err;
-      zip_error_init_with_code(&err, code);
-      std::string msg = zip_error_strerror(&err);
-      zip_error_fini(&err);
-      fail(ErrorCode::Input, target() + ": cannot create zip archive: " + msg);
-    }
-    ZipPtr za(raw);
-    const time_t mtime = numpy_member_time();
-    for (Member& m : members_) {
-      zip_source_t* src = zip_source_function(za.get(), spool_callback, m.slice.get());
-      zip_int64_t idx = src ? zip_file_add(za.get(), m.name.c_str(), src, ZIP_FL_ENC_GUESS) : -1;
-      if (idx < 0) {
-        if (src) zip_source_free(src);
-        fail(ErrorCode::Input, target() + ": cannot add member '" + m.name + "': " + zip_strerror(za.get()));
-      }
-      auto i = static_cast<zip_uint64_t>(idx);
-      if (zip_set_file_compression(za.get(), i, ZIP_CM_STORE, 0) != 0 ||
-          zip_file_set_mtime(za.get(), i, mtime, 0) != 0)
-        fail(ErrorCode::Input, target() + ": cannot add member '" + m.name + "': " + zip_strerror(za.get()));
-    }
-    if (zip_close(za.get()) != 0)
-      fail(ErrorCode::Input, target() + ": cannot write zip archive: " + zip_strerror(za.get()));
-    za.release();  // zip_close freed it
-  }
-
-  void copy_to_stdout(const std::string& name) {
-    FILE* f = std::fopen(name.c_str(), "rb");
-    if (!f) fail(ErrorCode::Input, "<stdout>: cannot reopen the temporary archive: " + std::string(std::strerror(errno)));
-    std::unique_ptr<FILE, int (*)(FILE*)> guard(f, std::fclose);
+  void copy_spool_to_stdout() {
     AtomicOutput out("-", true);
-    std::vector<uint8_t> buf(1 << 16);
-    size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) out.write(buf.data(), n);
-    if (std::ferror(f)) fail(ErrorCode::Input, "<stdout>: cannot read the temporary archive");
+    std::vector<uint8_t> buf(1 << 20);
+    for (uint64_t pos = 0; pos < spool_size_;) {
+      ssize_t r = ::pread(spool_fd_, buf.data(), std::min<uint64_t>(buf.size(), spool_size_ - pos),
+                          static_cast<off_t>(pos));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) fail(ErrorCode::Input, "<stdout>: cannot read the temporary archive");
+      out.write(buf.data(), static_cast<size_t>(r));
+      pos += static_cast<uint64_t>(r);
+    }
     out.commit();
   }
 
   std::string path_;
   std::unique_ptr<AtomicOutput> out_;  // null for "-"
-  int spool_fd_ = -1;
+  ZipStoredWriter zip_;
+  int spool_fd_ = -1;  // "-" only
   uint64_t spool_size_ = 0;
   std::set<std::string> names_;
-  std::vector<Member> members_;
   std::vector<std::string> warnings_;
-  bool finished_ = false;
+  bool finished_ = false, failed_ = false;
 };
 
 }  // namespace
