@@ -31,6 +31,8 @@
 #include "hdf5_common.hpp"
 #include "hdf5_types.hpp"
 
+#include "core/pages.hpp"
+
 #include <gradcodec/error.hpp>
 
 #include <hdf5.h>
@@ -144,6 +146,7 @@ class Hdf5Reader final : public SnapshotReader {
     if (n == 0) return t;
     uint64_t bytes = n * e.item_size;  // bounded when the entry was made
     std::shared_ptr<uint8_t[]> buf(new uint8_t[bytes]);
+    prepare_written(buf.get(), bytes);  // H5Dread fills it whole: mapped ahead, not a fault per 4 KiB
 
     H5Lock lock;
     try {

@@ -6,6 +6,8 @@
 #include "npy_header.hpp"
 #include "readers.hpp"
 
+#include "core/pages.hpp"
+
 #include <gradcodec/error.hpp>
 #include <gradcodec/half.hpp>
 
@@ -266,7 +268,9 @@ Header parse_stream(const uint8_t* p, uint64_t size, const std::string& where) {
 
 std::shared_ptr<uint8_t[]> allocate(uint64_t n, const std::string& where) {
   try {
-    return std::shared_ptr<uint8_t[]>(new uint8_t[n ? n : 1]);
+    std::shared_ptr<uint8_t[]> p(new uint8_t[n ? n : 1]);
+    prepare_written(p.get(), n);  // written whole next: mapped ahead, not a page fault per 4 KiB
+    return p;
   } catch (const std::bad_alloc&) {
     input_error(where, "cannot allocate " + std::to_string(n) + " bytes for the array");
   }

@@ -50,7 +50,8 @@ Header parse_stream(const uint8_t* p, uint64_t size, const std::string& where);
 // Shares `raw` when nothing needs converting; otherwise returns a new owned buffer.
 Buffer to_tensor_data(const Header& h, Buffer raw, const std::string& where);
 
-// n bytes (uninitialised), or Error(Input) "<where>: cannot allocate ..." instead of bad_alloc.
+// n bytes (uninitialised; to be written whole: their pages are mapped ahead, prepare_written),
+// or Error(Input) "<where>: cannot allocate ..." instead of bad_alloc.
 std::shared_ptr<uint8_t[]> allocate(uint64_t n, const std::string& where);
 
 // Writes `t` as one NPY stream through `out` (called a few times: the header, then the data):

@@ -1,8 +1,9 @@
 // NPZ: a zip archive of NAME.npy members, as np.savez (stored) and np.savez_compressed (deflated)
 // write it, read and written through libzip.
 //
-// Reading. The archive is opened on the InputFile's memory (no second copy). open() reads only the
-// NPY header of each member (a few hundred bytes inflated), read(i) inflates one member.
+// Reading. libzip reads the archive through the InputFile (FileSource: pread for a file). open()
+// reads only the NPY header of each member (a few hundred bytes inflated), read(i) inflates one
+// member.
 // Decisions:
 // - Members are listed in archive order, tensor NAME for member NAME.npy (as numpy's NpzFile).
 // - A member whose name does not end in ".npy" is an error naming it, not silently skipped:
@@ -68,6 +69,63 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // ---------------------------------------------------------------------------------------------
 // Reading.
 
+// The archive as libzip sees it: the InputFile's bytes through read_at(), which a file opened
+// `readable` serves with pread. The members' bytes are then copied from the page cache into the
+// tensors' buffers and never mapped into the process, so reading a member neither faults in its
+// pages (~1.6 µs each on the VMs measured here) nor leaves them in the resident set: encoding a
+// 590 MB npz held 600 MB resident when libzip read the mapping.
+struct FileSource {
+  std::shared_ptr<const InputFile> file;
+  uint64_t pos = 0;
+  zip_error_t error;
+  explicit FileSource(std::shared_ptr<const InputFile> f) : file(std::move(f)) { zip_error_init(&error); }
+  ~FileSource() { zip_error_fini(&error); }
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+};
+
+zip_int64_t file_source_callback(void* user, void* data, zip_uint64_t len, zip_source_cmd_t cmd) {
+  auto* s = static_cast<FileSource*>(user);
+  const uint64_t size = s->file->size();
+  switch (cmd) {
+    case ZIP_SOURCE_OPEN: s->pos = 0; return 0;
+    case ZIP_SOURCE_READ: {
+      const uint64_t n = std::min<uint64_t>(len, size - std::min(s->pos, size));
+      try {
+        s->file->read_at(s->pos, static_cast<uint8_t*>(data), n);
+      } catch (const Error&) {  // no exception through libzip: a read error it reports
+        zip_error_set(&s->error, ZIP_ER_READ, errno);
+        return -1;
+      }
+      s->pos += n;
+      return static_cast<zip_int64_t>(n);
+    }
+    case ZIP_SOURCE_CLOSE: return 0;
+    case ZIP_SOURCE_SEEK: {
+      const zip_int64_t to = zip_source_seek_compute_offset(s->pos, size, data, len, &s->error);
+      if (to < 0) return -1;
+      s->pos = static_cast<uint64_t>(to);
+      return 0;
+    }
+    case ZIP_SOURCE_TELL: return static_cast<zip_int64_t>(s->pos);
+    case ZIP_SOURCE_STAT: {
+      zip_stat_t* st = ZIP_SOURCE_GET_ARGS(zip_stat_t, data, len, &s->error);
+      if (!st) return -1;
+      zip_stat_init(st);
+      st->size = size;
+      st->valid |= ZIP_STAT_SIZE;
+      return sizeof(zip_stat_t);
+    }
+    case ZIP_SOURCE_ERROR: return zip_error_to_data(&s->error, data, len);
+    case ZIP_SOURCE_FREE: delete s; return 0;
+    case ZIP_SOURCE_SUPPORTS:
+      return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_SEEK,
+                                            ZIP_SOURCE_TELL, ZIP_SOURCE_STAT, ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE,
+                                            -1);
+    default: zip_error_set(&s->error, ZIP_ER_OPNOTSUPP, 0); return -1;
+  }
+}
+
 class NpzReader final : public SnapshotReader {
  public:
   explicit NpzReader(std::shared_ptr<const InputFile> file) : file_(std::move(file)) {
@@ -75,7 +133,9 @@ class NpzReader final : public SnapshotReader {
     if (file_->size() < 22) fail(ErrorCode::Input, path + ": not a zip archive (too short)");
     zip_error_t err;
     zip_error_init(&err);
-    zip_source_t* src = zip_source_buffer_create(file_->data(), file_->size(), 0, &err);
+    auto* fs = new FileSource(file_);
+    zip_source_t* src = zip_source_function_create(file_source_callback, fs, &err);
+    if (!src) delete fs;  // (else the source owns it: ZIP_SOURCE_FREE)
     zip_t* za = src ? zip_open_from_source(src, ZIP_RDONLY, &err) : nullptr;
     if (!za) {
       if (src) zip_source_free(src);
@@ -210,7 +270,7 @@ class NpzReader final : public SnapshotReader {
     }
   }
 
-  std::shared_ptr<const InputFile> file_;  // libzip reads its memory: keep it alive
+  std::shared_ptr<const InputFile> file_;
   ZipPtr za_;
   std::mutex mu_;
   std::vector<Member> members_;

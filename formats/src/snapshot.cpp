@@ -45,7 +45,8 @@ const char* format_name(Format f) noexcept {
 
 std::unique_ptr<SnapshotReader> open_snapshot(const std::string& path) {
   if (path != "-" && is_directory(path)) return open_npy_dir(path);
-  auto file = InputFile::open(path);
+  // Kept open for read_at(): npz members are read with pread rather than through the mapping.
+  auto file = InputFile::open(path, true);
   if (path == "-") return open_by_magic(file);
   std::string ext = lower_extension(path);
   if (ext == ".npy") return open_npy(file);
