@@ -91,10 +91,11 @@ zip_int64_t file_source_callback(void* user, void* data, zip_uint64_t len, zip_s
     case ZIP_SOURCE_OPEN: s->pos = 0; return 0;
     case ZIP_SOURCE_READ: {
       const uint64_t n = std::min<uint64_t>(len, size - std::min(s->pos, size));
+      errno = 0;
       try {
         s->file->read_at(s->pos, static_cast<uint8_t*>(data), n);
       } catch (const Error&) {  // no exception through libzip: a read error it reports
-        zip_error_set(&s->error, ZIP_ER_READ, errno);
+        zip_error_set(&s->error, ZIP_ER_READ, errno ? errno : EIO);  // (EIO: the file ended early)
         return -1;
       }
       s->pos += n;

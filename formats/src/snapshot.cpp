@@ -21,9 +21,13 @@ bool starts_with(const std::shared_ptr<const InputFile>& f, const char* magic, s
   return f->size() >= n && std::memcmp(f->data(), magic, n) == 0;
 }
 
+bool is_zip(const std::shared_ptr<const InputFile>& f) {
+  return starts_with(f, "PK\x03\x04", 4) || starts_with(f, "PK\x05\x06", 4);
+}
+
 std::unique_ptr<SnapshotReader> open_by_magic(std::shared_ptr<const InputFile> f) {
   if (starts_with(f, "\x93NUMPY", 6)) return open_npy(f);
-  if (starts_with(f, "PK\x03\x04", 4) || starts_with(f, "PK\x05\x06", 4)) return open_npz(f);
+  if (is_zip(f)) return open_npz(f);
   if (starts_with(f, "\x89HDF\r\n\x1a\n", 8)) return open_hdf5(f);
   // safetensors: u64 header length then '{'
   if (f->size() >= 9 && f->data()[8] == '{') return open_safetensors(f);
@@ -45,14 +49,17 @@ const char* format_name(Format f) noexcept {
 
 std::unique_ptr<SnapshotReader> open_snapshot(const std::string& path) {
   if (path != "-" && is_directory(path)) return open_npy_dir(path);
-  // Kept open for read_at(): npz members are read with pread rather than through the mapping.
-  auto file = InputFile::open(path, true);
+  // An npz's members are read with pread (InputFile::read_at), so its descriptor stays open;
+  // the other formats read the mapping and keep no descriptor (encode opens every input of a
+  // sequence before it starts).
+  const std::string ext = path == "-" ? std::string() : lower_extension(path);
+  auto file = InputFile::open(path, ext == ".npz");
   if (path == "-") return open_by_magic(file);
-  std::string ext = lower_extension(path);
   if (ext == ".npy") return open_npy(file);
   if (ext == ".npz") return open_npz(file);
   if (ext == ".h5" || ext == ".hdf5") return open_hdf5(file);
   if (ext == ".safetensors") return open_safetensors(file);
+  if (is_zip(file)) return open_npz(InputFile::open(path, true));
   return open_by_magic(file);
 }
 

@@ -126,10 +126,10 @@ void SequenceDecoder::decode_frame(size_t f, const std::function<void(Tensor&&)>
   r.frame(f);
   const size_t n = r.record_count(f);
   // Per record: the memory its decoded tensor holds until the sink has it (0 when its metadata
-  // is damaged: the worker reports that, in its turn).
-  // A stateful pipeline's tensors each follow their own chain, created here before any worker
-  // starts; a damaged container that names a tensor twice in the frame is decoded on one thread,
-  // in order, as the two records share a chain.
+  // is damaged: the worker reports that, in its turn), and its chain. A stateful pipeline's
+  // tensors each follow their own chain, created here before any worker starts; a damaged
+  // container that names a tensor twice in the frame is decoded on one thread, in order, as the
+  // two records share a chain.
   std::vector<uint64_t> bytes(n, 0);
   std::vector<Impl::Chain*> chains(n, nullptr);
   std::vector<Impl::Chain> scratch(im.stateful ? 0 : n);
