@@ -1,5 +1,7 @@
 #include "zip_write.hpp"
 
+#include "text.hpp"
+
 #include <gradcodec/error.hpp>
 
 #include <algorithm>
@@ -32,38 +34,6 @@ bool is_ascii(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
 }
 
-// Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
-bool is_utf8(const std::string& s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned c = p[i];
-    size_t len;
-    unsigned cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2, cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    const unsigned least[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
-}
-
 }  // namespace
 
 ZipStoredWriter::ZipStoredWriter(Out out, std::string target) : out_(std::move(out)), target_(std::move(target)) {}
@@ -85,7 +55,7 @@ void ZipStoredWriter::begin(const std::string& name, uint64_t size, uint32_t crc
   close_member();
   if (name.empty() || name.size() > 0xFFFF)
     fail(ErrorCode::Usage, target_ + ": a zip member name must have 1 to 65535 bytes");
-  const bool utf8 = !is_ascii(name) && is_utf8(name);
+  const bool utf8 = !is_ascii(name) && valid_utf8(reinterpret_cast<const uint8_t*>(name.data()), name.size());
   entries_.push_back({name, pos_, size, crc, utf8});
   Bytes h;
   h.u32(0x04034b50).u16(45).u16(utf8 ? 0x0800 : 0).u16(0).u16(0).u16(kDate1980).u32(crc);

@@ -1,4 +1,4 @@
-// safetensors reader and writer (https://github.com/huggingface/safetensors, format README).
+// safetensors reader (https://github.com/huggingface/safetensors, format README).
 //
 // File layout: u64 little-endian N, N bytes of UTF-8 JSON header (may end in spaces), then the
 // byte buffer. The header is an object: optional "__metadata__" (string -> string) and one entry
@@ -26,21 +26,15 @@
 //  * read(i) returns a view into the mapped file (no copy) unless the data is misaligned for its
 //    element size (only possible when a foreign writer did not pad the header) or the host is
 //    big-endian; then it copies.
-//
-// Writer decisions: entries in the order tensors were added with contiguous offsets in that order,
-// "__metadata__": {"format": "pt"} first as the reference PyTorch writer does, header padded with
-// spaces to a multiple of 8 bytes, everything written in finish() through an AtomicOutput.
-// TensorInfo::big_endian is dropped (the bytes in memory are little-endian already); Other tensors
-// whose descr is big-endian (">i4") are byte-swapped to the little-endian safetensors dtype.
 #include "readers.hpp"
+#include "safetensors_common.hpp"
+#include "text.hpp"
 
 #include <gradcodec/error.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <set>
@@ -53,130 +47,7 @@ namespace gradcodec::formats {
 
 namespace {
 
-constexpr uint64_t kMaxHeaderSize = 100'000'000;  // the reference implementation's cap
-constexpr size_t kMaxRank = 64;
-constexpr uint64_t kMaxElements = uint64_t{1} << 62;  // as shape_elements()
-
-struct StDtype {
-  const char* name;   // safetensors name
-  DType dtype;
-  const char* descr;  // numpy descr (empty for bf16, which numpy lacks)
-  size_t size;        // bytes per element
-};
-
-constexpr std::array<StDtype, 17> kDtypes{{
-    {"F16", DType::F16, "<f2", 2},
-    {"BF16", DType::BF16, "", 2},
-    {"F32", DType::F32, "<f4", 4},
-    {"F64", DType::F64, "<f8", 8},
-    {"BOOL", DType::Other, "|b1", 1},
-    {"U8", DType::Other, "|u1", 1},
-    {"I8", DType::Other, "|i1", 1},
-    {"U16", DType::Other, "<u2", 2},
-    {"I16", DType::Other, "<i2", 2},
-    {"U32", DType::Other, "<u4", 4},
-    {"I32", DType::Other, "<i4", 4},
-    {"U64", DType::Other, "<u8", 8},
-    {"I64", DType::Other, "<i8", 8},
-    {"C64", DType::Other, "<c8", 8},
-    {"F8_E5M2", DType::Other, "[('F8_E5M2', '|V1')]", 1},
-    {"F8_E4M3", DType::Other, "[('F8_E4M3', '|V1')]", 1},
-    {"F8_E8M0", DType::Other, "[('F8_E8M0', '|V1')]", 1},
-}};
-
-const StDtype* find_dtype_by_name(const std::string& name) {
-  for (const auto& d : kDtypes)
-    if (name == d.name) return &d;
-  return nullptr;
-}
-
-const StDtype* find_float_dtype(DType t) {
-  for (const auto& d : kDtypes)
-    if (d.dtype == t && t != DType::Other) return &d;
-  return nullptr;
-}
-
-// Maps a numpy descr of a DType::Other tensor to a safetensors dtype. *swap is set when the descr
-// is big-endian and the bytes must be swapped per `swap_unit` bytes.
-const StDtype* find_dtype_by_descr(const std::string& descr, size_t* swap_unit) {
-  *swap_unit = 0;
-  for (const auto& d : kDtypes)
-    if (d.dtype == DType::Other && descr == d.descr) return &d;
-  if (descr.size() != 3) return nullptr;
-  char order = descr[0];
-  std::string kind = descr.substr(1);
-  if (order != '<' && order != '|' && order != '>' && order != '=') return nullptr;
-  if (order == '=' && std::endian::native != std::endian::little) order = '>';
-  const StDtype* d = nullptr;
-  for (const auto& c : kDtypes)
-    if (c.dtype == DType::Other && c.descr[0] != '[' && kind == c.descr + 1) d = &c;
-  if (!d) return nullptr;
-  if (d->size > 1 && order == '|') return nullptr;  // multi-byte types need a byte order
-  if (d->size > 1 && order == '>') *swap_unit = kind == "c8" ? 4 : d->size;
-  return d;
-}
-
-// One-line, printable rendering of a name or value taken from a file.
-std::string printable(const std::string& s) {
-  std::string out = "'";
-  for (unsigned char c : s) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c < 0x20 || c == 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "'";
-}
-
-// Strict UTF-8 (as Rust's str::from_utf8): no overlong forms, no surrogates, <= U+10FFFF.
-bool valid_utf8(const uint8_t* p, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    uint8_t c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (n - i < len) return false;
-    if (p[i + 1] < lo || p[i + 1] > hi) return false;
-    for (size_t k = 2; k < len; ++k)
-      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return false;
-    i += len;
-  }
-  return true;
-}
-
-uint64_t read_le64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-void byteswap_in_place(uint8_t* p, size_t n, size_t unit) {
-  if (unit <= 1) return;
-  for (size_t i = 0; i + unit <= n; i += unit) std::reverse(p + i, p + i + unit);
-}
+using namespace safetensors;
 
 // ---------------------------------------------------------------------------------------------
 // Header parsing
@@ -550,160 +421,10 @@ class SafetensorsReader final : public SnapshotReader {
   std::vector<Where> where_;
 };
 
-// ---------------------------------------------------------------------------------------------
-// Writer
-
-class SafetensorsWriter final : public SnapshotWriter {
- public:
-  SafetensorsWriter(const std::string& path, bool overwrite) : path_(path), out_(path, overwrite) {}
-
-  // The header names every tensor's offset, so it is written first: with the tensors announced
-  // it is written now and each tensor's bytes go out as it is added (nothing is held); without,
-  // the tensors are held until finish().
-  void expect(const std::vector<TensorInfo>& infos) override {
-    if (finished_ || streaming_ || !items_.empty()) fail(ErrorCode::Internal, path_ + ": expect() after add()");
-    for (const TensorInfo& info : infos) items_.push_back(item_for(info.name, info, nullptr));
-    write_header();
-    streaming_ = true;
-  }
-
-  void add(const Tensor& t) override {
-    if (finished_) fail(ErrorCode::Internal, path_ + ": add() after finish()");
-    if (!streaming_) {
-      items_.push_back(item_for(t.name(), t.info, &t));
-      items_.back().data = t.data;
-      return;
-    }
-    if (next_ >= items_.size())
-      fail(ErrorCode::Internal, path_ + ": tensor " + printable(t.name()) + " was not announced");
-    const Item& it = items_[next_];
-    const Item got = item_for_announced(t);
-    if (got.name != it.name || got.shape != it.shape || got.dtype != it.dtype || got.nbytes != it.nbytes)
-      fail(ErrorCode::Internal, path_ + ": tensor " + printable(t.name()) + " differs from the one announced (" +
-                                    printable(it.name) + ")");
-    write_data(it, t.data);
-    ++next_;
-  }
-
-  void finish() override {
-    if (finished_) fail(ErrorCode::Internal, path_ + ": finish() called twice");
-    if (streaming_) {
-      if (next_ != items_.size())
-        fail(ErrorCode::Internal, path_ + ": " + std::to_string(items_.size() - next_) + " announced tensor(s) not added");
-    } else {
-      write_header();
-      for (const Item& it : items_) write_data(it, it.data);
-    }
-    out_.commit();
-    finished_ = true;
-    items_.clear();
-  }
-
- private:
-  struct Item {
-    std::string name;
-    const StDtype* dtype = nullptr;
-    size_t swap_unit = 0;  // big-endian Other source: swap per this many bytes
-    std::vector<uint64_t> shape;
-    uint64_t nbytes = 0;
-    Buffer data;  // held until finish() when the tensors were not announced
-  };
-
-  // The entry for a tensor (its data given as `t`, or announced by its info), checked for what
-  // safetensors can hold; the name is taken (a second tensor of that name is refused).
-  Item item_for(const std::string& name, const TensorInfo& info, const Tensor* t) {
-    Item item = describe(name, info, t);
-    if (!names_.insert(name).second)
-      fail(ErrorCode::Usage, path_ + ": tensor " + printable(name) + ": a tensor of that name was already written");
-    return item;
-  }
-  Item item_for_announced(const Tensor& t) const { return describe(t.name(), t.info, &t); }
-
-  Item describe(const std::string& name, const TensorInfo& info, const Tensor* t) const {
-    auto bad = [&](const std::string& what) {
-      fail(ErrorCode::Usage, path_ + ": tensor " + printable(name) + ": " + what);
-    };
-    if (!valid_utf8(reinterpret_cast<const uint8_t*>(name.data()), name.size()))
-      bad("name is not valid UTF-8, which safetensors requires");
-    if (name == "__metadata__") bad("the name __metadata__ is reserved in safetensors");
-    Item item;
-    item.name = name;
-    item.shape = info.shape;
-    if (info.dtype == DType::Other) {
-      item.dtype = find_dtype_by_descr(info.descr, &item.swap_unit);
-      if (!item.dtype) bad("dtype " + printable(info.descr) + " cannot be stored in safetensors");
-    } else {
-      item.dtype = find_float_dtype(info.dtype);
-      if (!item.dtype) bad(std::string("dtype ") + dtype_name(info.dtype) + " cannot be stored in safetensors");
-    }
-    uint64_t n = 1;
-    for (uint64_t d : item.shape) {
-      if (d != 0 && n > kMaxElements / d) bad("shape " + shape_string(item.shape) + " has too many elements");
-      n *= d;
-    }
-    if (item.dtype->size > 1 && n > ~uint64_t{0} / item.dtype->size)
-      bad("shape " + shape_string(item.shape) + " has too many bytes");
-    item.nbytes = n * item.dtype->size;
-    if (t && item.nbytes != t->data.size())
-      fail(ErrorCode::Internal, path_ + ": tensor " + printable(name) + " holds " + std::to_string(t->data.size()) +
-                                    " bytes, its shape " + shape_string(item.shape) + " of " + item.dtype->name +
-                                    " needs " + std::to_string(item.nbytes));
-    return item;
-  }
-
-  void write_header() {
-    nlohmann::ordered_json header = nlohmann::ordered_json::object();
-    header["__metadata__"] = {{"format", "pt"}};
-    uint64_t offset = 0;
-    for (const Item& it : items_) {
-      nlohmann::ordered_json e = nlohmann::ordered_json::object();
-      e["dtype"] = it.dtype->name;
-      e["shape"] = it.shape;
-      e["data_offsets"] = {offset, offset + it.nbytes};
-      offset += it.nbytes;
-      header[it.name] = std::move(e);
-    }
-    std::string text = header.dump();
-    text.append((8 - text.size() % 8) % 8, ' ');
-    uint8_t len[8];
-    uint64_t n = text.size();
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
-    out_.write(len, 8);
-    out_.write(text.data(), text.size());
-  }
-
-  void write_data(const Item& it, const Buffer& data) {
-    if (it.swap_unit == 0) {
-      out_.write(data.data(), data.size());
-      return;
-    }
-    constexpr size_t kChunk = size_t{1} << 16;  // a multiple of every swap unit
-    std::vector<uint8_t> chunk;
-    for (size_t off = 0; off < data.size(); off += kChunk) {
-      size_t m = std::min(kChunk, data.size() - off);
-      chunk.assign(data.data() + off, data.data() + off + m);
-      byteswap_in_place(chunk.data(), m, it.swap_unit);
-      out_.write(chunk.data(), m);
-    }
-  }
-
-  std::string path_;
-  AtomicOutput out_;
-  std::vector<Item> items_;
-  std::unordered_set<std::string> names_;
-  bool streaming_ = false;  // tensors announced, header written
-  size_t next_ = 0;         // announced tensors added so far
-  bool finished_ = false;
-};
-
 }  // namespace
 
 std::unique_ptr<SnapshotReader> open_safetensors(std::shared_ptr<const InputFile> file) {
   return std::make_unique<SafetensorsReader>(std::move(file));
-}
-
-std::unique_ptr<SnapshotWriter> create_safetensors(const std::string& path, bool overwrite) {
-  return std::make_unique<SafetensorsWriter>(path, overwrite);
 }
 
 }  // namespace gradcodec::formats
