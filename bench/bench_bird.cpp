@@ -18,6 +18,9 @@
 // same number of values per tensor. Counters: kept (fraction of parameters), per_param (ns).
 //   BM_bird_plus_select/<d>    bird_select on one conv tensor [d/576, 64, 3, 3]: time per
 //                              element flat in d is the O(d) check.
+//   BM_bird_norms/<m>          the per-block norms alone over 10⁷ f32 in blocks of m (1 = 1×1
+//                              conv, 9 = 3×3, 25 = 5×5), to set against BM_baseline/abs_sum;
+//   BM_bird_norms_without_avx2/9  the same 3×3 norms on the SSE2 path, in the same process.
 #include <benchmark/benchmark.h>
 
 #include "sparsify/bird.hpp"
@@ -292,3 +295,24 @@ static void BM_bird_plus_select(benchmark::State& state) {
                                                   benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_bird_plus_select)->RangeMultiplier(10)->Range(10000, 10000000)->Unit(benchmark::kMicrosecond);
+
+// The norms alone: one read pass over 10⁷ f32 (memory-resident, not cache-resident) in blocks
+// of m; bytes/s of input, comparable with BM_baseline/abs_sum/10000000.
+template <bool kWide>
+static void norms_bench(benchmark::State& state) {
+  const uint64_t m = static_cast<uint64_t>(state.range(0)), n = 10000000 / m * m;
+  const auto v = gradient_like({n / m, 1, 1, m}, 1e-3, 11);
+  std::vector<float> l1, linf;
+  for (auto _ : state) {
+    if constexpr (kWide)
+      stages::bird_norms(v, m, l1, linf);
+    else
+      stages::bird_norms_without_avx2(v, m, l1, linf);
+    benchmark::DoNotOptimize(l1.data());
+    benchmark::DoNotOptimize(linf.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n) * 4);
+  state.SetLabel(kWide && stages::bird_norms_avx2() ? "avx2" : "sse2");
+}
+BENCHMARK_TEMPLATE(norms_bench, true)->Name("BM_bird_norms")->Arg(1)->Arg(9)->Arg(25)->Arg(768)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(norms_bench, false)->Name("BM_bird_norms_without_avx2")->Arg(9)->Unit(benchmark::kMicrosecond);

@@ -31,6 +31,8 @@
 // maxima); a tensor whose Lmax is 0 or +Inf sends no block.
 #pragma once
 
+#include "sparsify/bird_norms.hpp"
+
 #include <gradcodec/stage.hpp>
 
 #include <cstdint>
@@ -52,14 +54,6 @@ struct BirdSelection {
   double gamma = 0;              // BIRD+: the γ used (solved under keep; +inf allowed)
   double lambda = 1;             // BIRD+ under keep: the thinning λ of the p∞ = 1 blocks
 };
-
-// Per-block ‖·‖₁ and ‖·‖∞ of `v` split into v.size()/m blocks of m, in one pass (f32
-// accumulation: 8 lanes for runs of 16 or more elements, blocks longer than 8192 summed in
-// pieces of 8192). NaN propagates into l1 and is skipped by linf.
-void bird_norms(std::span<const float> v, uint64_t m, std::vector<float>& l1, std::vector<float>& linf);
-// The same norms, bit for bit, read from a tensor of any floating dtype 8192 elements at a time
-// (no copy of the tensor: the frame plan uses it).
-void bird_norms(const Tensor& t, uint64_t m, std::vector<float>& l1, std::vector<float>& linf);
 
 // The γ and λ of keep mode for the p∞ values of U (each in (0, 1]) and a target count T ≥ 0.
 struct GammaFit {

@@ -261,10 +261,12 @@ TEST_CASE("bird norms: the plan's in-place tensor reader matches the encoder's f
 TEST_CASE("bird norms of short blocks are each block's sequential f32 sum and max, bit for bit", "[bird]") {
   // Blocks under 16 elements are summed several at a time (SIMD lanes); each block must still
   // get the plain in-order sum (s += |x|, starting at 0) and max (NaN never wins, NaN in the sum
-  // propagates), whatever m, the block count (groups of 8 and a remainder) or the alignment.
+  // propagates), whatever m, the block count (groups of 8 and a remainder) or the alignment,
+  // with and without the AVX2 path for 8 ≤ m < 16.
+  WARN("AVX2 norms on this CPU: " << (stages::bird_norms_avx2() ? "yes" : "no"));
   Rng r(5);
   for (uint64_t m = 1; m < 16; ++m) {
-    for (uint64_t blocks : {uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{17}, uint64_t{1003}}) {
+    for (uint64_t blocks : {uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{17}, uint64_t{24}, uint64_t{1003}}) {
       for (size_t shift : {size_t{0}, size_t{1}}) {  // f32 bytes at an odd address too
         INFO("m=" << m << " blocks=" << blocks << " shift=" << shift);
         const uint64_t n = m * blocks;
@@ -281,11 +283,13 @@ TEST_CASE("bird norms of short blocks are each block's sequential f32 sum and ma
         Tensor t = make_tensor("w", {n}, v);
         const auto keep = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
         t.data = Buffer::view(keep, keep->data() + shift, 4 * n);
-        std::vector<float> a1, ai, b1, bi;
+        std::vector<float> a1, ai, b1, bi, c1, ci;
         stages::bird_norms(t, m, a1, ai);
         stages::bird_norms(v, m, b1, bi);
+        stages::bird_norms_without_avx2(v, m, c1, ci);
         REQUIRE(a1.size() == blocks);
         REQUIRE(b1.size() == blocks);
+        REQUIRE(c1.size() == blocks);
         for (uint64_t b = 0; b < blocks; ++b) {
           float s = 0, mx = 0;
           for (uint64_t k = 0; k < m; ++k) {
@@ -293,16 +297,82 @@ TEST_CASE("bird norms of short blocks are each block's sequential f32 sum and ma
             s += a;
             mx = a > mx ? a : mx;
           }
-          uint32_t want[2], got[4];
+          uint32_t want[2], got[6];
           std::memcpy(&want[0], &s, 4), std::memcpy(&want[1], &mx, 4);
           std::memcpy(&got[0], &a1[b], 4), std::memcpy(&got[1], &ai[b], 4);
           std::memcpy(&got[2], &b1[b], 4), std::memcpy(&got[3], &bi[b], 4);
+          std::memcpy(&got[4], &c1[b], 4), std::memcpy(&got[5], &ci[b], 4);
           INFO("block " << b);
           REQUIRE(got[0] == want[0]);
           REQUIRE(got[1] == want[1]);
           REQUIRE(got[2] == want[0]);
           REQUIRE(got[3] == want[1]);
+          REQUIRE(got[4] == want[0]);
+          REQUIRE(got[5] == want[1]);
         }
+      }
+    }
+  }
+}
+
+// The norms of one run of elements as documented (bird_norms.hpp): below 16 in order, else lane
+// j of 8 adds elements j, j + 8, … in order and the lanes are combined in order.
+static void lane_norms(const float* x, uint64_t len, float& sum, float& max) {
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, mx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const int lanes = len < 16 ? 1 : 8;
+  for (uint64_t k = 0; k < len; ++k) {
+    const int j = lanes == 1 ? 0 : static_cast<int>(k % 8);
+    const float a = std::fabs(x[k]);
+    s[j] += a;
+    mx[j] = a > mx[j] ? a : mx[j];
+  }
+  float total = 0, top = 0;
+  for (int j = 0; j < lanes; ++j) total += s[j], top = mx[j] > top ? mx[j] : top;
+  sum = total, max = top;
+}
+
+TEST_CASE("bird norms of long blocks are 8 in-order lanes combined in order, bit for bit", "[bird]") {
+  // Runs of 16 or more elements are summed in 8 lanes (vectors where the CPU has them), blocks
+  // over 8192 elements piece by piece; the arithmetic must be exactly the documented one, for
+  // every remainder mod 8, alignment and the NaN / Inf / subnormal mix.
+  Rng r(6);
+  for (uint64_t m : {uint64_t{16}, uint64_t{17}, uint64_t{23}, uint64_t{25}, uint64_t{31}, uint64_t{100},
+                     uint64_t{768}, uint64_t{8192}, uint64_t{8199}, uint64_t{20005}}) {
+    const uint64_t blocks = m > 1000 ? 3 : 41;
+    for (size_t shift : {size_t{0}, size_t{1}}) {
+      INFO("m=" << m << " shift=" << shift);
+      const uint64_t n = m * blocks;
+      std::vector<float> v(n);
+      for (auto& x : v) {
+        const uint64_t u = r.next_u64();
+        x = static_cast<float>(r.normal() * std::ldexp(1.0, static_cast<int>(u % 40) - 30));
+        if (u % 1999 == 0) x = std::numeric_limits<float>::quiet_NaN();
+        if (u % 1777 == 0) x = (u & 1) ? INFINITY : -INFINITY;
+        if (u % 83 == 0) x = 1e-41f;
+      }
+      std::vector<uint8_t> bytes(4 * n + shift);
+      std::memcpy(bytes.data() + shift, v.data(), 4 * n);
+      Tensor t = make_tensor("w", {n}, v);
+      const auto keep = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+      t.data = Buffer::view(keep, keep->data() + shift, 4 * n);
+      std::vector<float> a1, ai, b1, bi;
+      stages::bird_norms(t, m, a1, ai);
+      stages::bird_norms(v, m, b1, bi);
+      REQUIRE(a1.size() == blocks);
+      REQUIRE(b1.size() == blocks);
+      for (uint64_t b = 0; b < blocks; ++b) {
+        float s = 0, mx = 0;
+        for (uint64_t off = 0; off < m; off += 8192) {  // pieces of 8192, added in order
+          float ps, pm;
+          lane_norms(v.data() + b * m + off, std::min<uint64_t>(8192, m - off), ps, pm);
+          s += ps;
+          mx = pm > mx ? pm : mx;
+        }
+        INFO("block " << b);
+        CHECK(std::memcmp(&a1[b], &s, 4) == 0);
+        CHECK(std::memcmp(&ai[b], &mx, 4) == 0);
+        CHECK(std::memcmp(&b1[b], &s, 4) == 0);
+        CHECK(std::memcmp(&bi[b], &mx, 4) == 0);
       }
     }
   }
