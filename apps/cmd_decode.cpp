@@ -122,7 +122,7 @@ void setup_decode(CLI::App& app, Runner& run) {
   sub->add_option("--tensor", a->tensor, "decode only the tensor with this name");
   sub->add_flag("-f,--force", a->force, "replace outputs that exist");
   sub->add_flag("-v,--verbose", a->verbose, "say which frames were read");
-  sub->add_option("--threads", a->threads, "worker threads (default: all cores); the output does not depend on it");
+  sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores); the output does not depend on it");
   sub->add_option("--memory-limit", a->memory_limit,
                   "refuse a tensor whose decoding needs more memory than this (default 8G; e.g. 512M, 32G)");
   sub->callback([a, &run] { run = [a] { return run_decode(*a); }; });

@@ -78,7 +78,7 @@ void setup_encode(CLI::App& app, Runner& run) {
   auto* pip = sub->add_option("--pipeline", a->pipeline, "a pipeline text, e.g. \"topk(ratio=0.01) | varint | zstd\"");
   pre->excludes(pip);
   sub->add_option("--seed", a->seed, "seed of every random choice (stored in the container)");
-  sub->add_option("--threads", a->threads, "worker threads (default: all cores); output bytes do not depend on it");
+  sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores); output bytes do not depend on it");
   sub->add_option("--keyframe-interval", a->keyframe_interval,
                   "every K-th frame needs no earlier frame (0: only the first)");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");

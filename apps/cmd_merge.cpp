@@ -73,7 +73,7 @@ void setup_merge(CLI::App& app, Runner& run) {
   auto* pre = sub->add_option("--preset", a->preset, "mean: re-encode the average with this preset (default lossless)");
   auto* pip = sub->add_option("--pipeline", a->pipeline, "mean: re-encode the average with this pipeline");
   pre->excludes(pip);
-  sub->add_option("--threads", a->threads, "worker threads (default: all cores); output bytes do not depend on it");
+  sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores); output bytes do not depend on it");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
   sub->callback([a, &run] { run = [a] { return run_merge(*a); }; });
 }

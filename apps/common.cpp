@@ -35,7 +35,8 @@ std::string format(const char* fmt, ...) {
 }
 
 unsigned thread_count(unsigned requested) {
-  return requested ? requested : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return requested ? std::min(requested, cores) : cores;
 }
 
 void bound_heap_growth() {

@@ -52,7 +52,8 @@ void add_nonfinite_option(CLI::App& app, NonFinite& policy);
 // The pipeline chosen by --preset/--pipeline (default: the lossless preset).
 Pipeline choose_pipeline(const std::string& preset, const std::string& text);
 
-// --threads N, or 0 for every core the machine reports.
+// --threads N (at most the cores the machine reports: more cannot speed up the work and would
+// only hold more tensors in memory at once), or 0 for every core.
 unsigned thread_count(unsigned requested);
 // glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB), after
 // which tensor-sized buffers come from the heaps of the worker threads' arenas, where freed space
