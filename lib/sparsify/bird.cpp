@@ -29,19 +29,14 @@ struct BirdPlan final : StageState {
 
 uint64_t bitmap_bytes(uint64_t n) noexcept { return n / 8 + (n % 8 != 0); }
 
-// The NaN/Inf count of an f32 tensor of n elements whose blocks' L1 norms (f32 sums) are `l1`.
-// Such a sum is finite unless one of its elements is NaN/Inf or the sum overflowed, so the
-// elements are only counted (by `count`) when a norm is not finite or some elements lie outside
-// the blocks; a clean tensor costs one pass over its B norms, not over its n elements.
+// The NaN/Inf count of an f32 tensor of n elements split into `blocks` blocks of m whose L1 norms
+// (f32 sums) were summarised as `norms`. Such a sum is finite unless one of its elements is
+// NaN/Inf or the sum overflowed, so the elements are only counted (by `count`) when a norm is
+// not finite or some elements lie outside the blocks: a clean tensor costs nothing more than its
+// norms.
 template <class Count>
-uint64_t screen_nonfinite(std::span<const float> l1, uint64_t m, uint64_t n, Count&& count) {
-  uint32_t bad = l1.size() * m != n;
-  for (float x : l1) {
-    uint32_t b;
-    std::memcpy(&b, &x, 4);
-    bad |= (b & 0x7f800000u) == 0x7f800000u;
-  }
-  return bad ? count() : 0;
+uint64_t screen_nonfinite(const NormsSummary& norms, uint64_t blocks, uint64_t m, uint64_t n, Count&& count) {
+  return !norms.finite || blocks * m != n ? count() : 0;
 }
 
 class Bird final : public Reducer {
@@ -94,10 +89,11 @@ class Bird final : public Reducer {
           c.tensor = static_cast<uint32_t>(todo[j].first);
           c.info = &t.info;
           done[j].elements = t.elements();
-          bird_norms(t, s.block, l1, linf);  // no copy of the tensor
+          const NormsSummary n = bird_norms(t, s.block, l1, linf);  // no copy of the tensor
           if (t.dtype() == DType::F32)
-            done[j].nonfinite = screen_nonfinite(l1, s.block, t.elements(), [&] { return count_nonfinite(t); });
-          done[j].sel = bird_sample(l1, linf, s.block, rule_, c);
+            done[j].nonfinite =
+                screen_nonfinite(n, l1.size(), s.block, t.elements(), [&] { return count_nonfinite(t); });
+          done[j].sel = bird_sample(l1, linf, n.l1_max, s.block, rule_, c);
         } catch (...) {
           if (!lk.owns_lock()) lk.lock();
           errors[j] = std::current_exception();
@@ -145,9 +141,10 @@ class Bird final : public Reducer {
     }
     if (!sel) {  // bird_select, with the norms screened on the way
       std::vector<float> l1, linf;
-      if (s.blocks > 0 && v.size() / s.block >= s.blocks) bird_norms(v.first(s.blocks * s.block), s.block, l1, linf);
-      if (f32) p.nonfinite = screen_nonfinite(l1, s.block, p.n, [&] { return count_nonfinite(*p.source); });
-      own = bird_sample(l1, linf, s.block, rule_, ctx);
+      NormsSummary n;
+      if (s.blocks > 0 && v.size() / s.block >= s.blocks) n = bird_norms(v.first(s.blocks * s.block), s.block, l1, linf);
+      if (f32) p.nonfinite = screen_nonfinite(n, l1.size(), s.block, p.n, [&] { return count_nonfinite(*p.source); });
+      own = bird_sample(l1, linf, n.l1_max, s.block, rule_, ctx);
       sel = &own;
     }
     if (p.nonfinite) return;  // the codec refuses the tensor or stores it raw

@@ -179,10 +179,9 @@ __attribute__((target("avx2"))) inline void transpose8(const uint8_t* p, uint64_
 // taken at column m−8, so each lane adds its block's elements in order, exactly as run_norms
 // does (max(a, mx) is a > mx ? a : mx). Reads only the blocks' own bytes. Returns the blocks done.
 __attribute__((target("avx2"))) uint64_t norms_avx2(const uint8_t* x, uint64_t blocks, uint64_t m, float* l1,
-                                                    float* linf) noexcept {
+                                                    float* linf, Prefetcher& pf) noexcept {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const uint64_t row = 4 * m;
-  Prefetcher pf(x, x + blocks * row);
   const int tail_from = 16 - static_cast<int>(m);  // first column of the second transpose to add
   uint64_t b = 0;
   for (; b + 16 <= blocks; b += 16) {
@@ -220,9 +219,10 @@ __attribute__((target("avx2"))) uint64_t norms_avx2(const uint8_t* x, uint64_t b
 // tensor, 1.7× in cache: BM_bird_norms/9 against BM_bird_norms_without_avx2/9); with SSE2 the
 // others go 16 at a time as four 4-lane groups (small_norms_sse; 10-15% faster than two groups
 // on VGG16), then 8 at a time as two; the rest 8 at a time in scalar lanes.
+// `pf` covers the whole run of blocks this call is part of.
 template <class Ld>
-void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float* l1, float* linf,
-                bool wide = true) noexcept {
+void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float* l1, float* linf, Prefetcher& pf,
+                bool wide) noexcept {
   uint64_t b = 0;
   if (m == 1) {
     for (; b < blocks; ++b) {
@@ -235,12 +235,11 @@ void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float
   if (m < 16 && m > 0) {
     const uint8_t* x = ld.bytes() + 4 * first;
 #if defined(GRADCODEC_NORMS_AVX2)
-    if (wide && m >= 8 && has_avx2()) b = norms_avx2(x, blocks, m, l1, linf);
+    if (wide && m >= 8 && has_avx2()) b = norms_avx2(x, blocks, m, l1, linf, pf);
 #else
     (void)wide;
 #endif
 #if defined(__SSE2__)
-    Prefetcher pf(x + 4 * b * m, x + 4 * blocks * m);
     for (; b + 16 <= blocks; b += 16) {
       pf.ahead_of(x + 4 * (b + 16) * m);
       small_norms_sse<4>(x + 4 * b * m, m, l1 + b, linf + b);
@@ -279,34 +278,91 @@ void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float
   }
 }
 
+// The summary of the L1 norms, taken a chunk at a time right after the chunk is made (while it
+// is in cache) rather than in passes of their own over all of them.
+class L1Scan {
+ public:
+  void add(const float* l1, uint64_t n) noexcept {
+    const float top = bird_max({l1, n});
+    sum_.l1_max = top > sum_.l1_max ? top : sum_.l1_max;
+    uint32_t bad = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, l1 + i, 4);
+      bad |= (bits & 0x7f800000u) == 0x7f800000u;
+    }
+    if (bad) sum_.finite = false;
+  }
+  NormsSummary summary() const noexcept { return sum_; }
+
+ private:
+  NormsSummary sum_;
+};
+
+// Blocks per chunk of norms_scanned: 4 KiB of L1 norms.
+constexpr uint64_t kScanChunk = 1024;
+
+// The norms of `blocks` blocks of m elements read by ld, summarised as they are made.
+template <class Ld>
+NormsSummary norms_scanned(const Ld& ld, uint64_t blocks, uint64_t m, float* l1, float* linf, bool wide) {
+  Prefetcher pf(ld.bytes(), ld.bytes() + 4 * blocks * m);
+  L1Scan scan;
+  for (uint64_t b = 0; b < blocks; b += kScanChunk) {
+    const uint64_t c = std::min(kScanChunk, blocks - b);
+    norms_into(ld, b * m, c, m, l1 + b, linf + b, pf, wide);
+    scan.add(l1 + b, c);
+  }
+  return scan.summary();
+}
+
 }  // namespace
 
-void bird_norms(std::span<const float> v, uint64_t m, std::vector<float>& l1, std::vector<float>& linf) {
+float bird_max(std::span<const float> v) noexcept {
+  uint64_t i = 0;
+  float top = 0;
+#if defined(__SSE2__)
+  // _mm_max_ps(x, mx) is x > mx ? x : mx, so NaN never wins here either; the grouping cannot
+  // change the result (a NaN never enters, and +0 is never replaced by −0).
+  __m128 mx[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+  for (; i + 16 <= v.size(); i += 16)
+    for (int j = 0; j < 4; ++j) mx[j] = _mm_max_ps(_mm_loadu_ps(v.data() + i + 4 * j), mx[j]);
+  float lanes[16];
+  for (int j = 0; j < 4; ++j) _mm_storeu_ps(lanes + 4 * j, mx[j]);
+  for (float x : lanes) top = x > top ? x : top;
+#endif
+  for (; i < v.size(); ++i) top = v[i] > top ? v[i] : top;
+  return top;
+}
+
+NormsSummary bird_norms(std::span<const float> v, uint64_t m, std::vector<float>& l1, std::vector<float>& linf) {
   const uint64_t blocks = m == 0 ? 0 : v.size() / m;
   l1.resize(blocks);
   linf.resize(blocks);
-  norms_into(ArrayLoad{v.data()}, 0, blocks, m, l1.data(), linf.data());
+  return norms_scanned(ArrayLoad{v.data()}, blocks, m, l1.data(), linf.data(), true);
 }
 
-void bird_norms(const Tensor& t, uint64_t m, std::vector<float>& l1, std::vector<float>& linf) {
+NormsSummary bird_norms(const Tensor& t, uint64_t m, std::vector<float>& l1, std::vector<float>& linf) {
   const uint64_t n = t.elements(), blocks = m == 0 ? 0 : n / m;
   const size_t es = dtype_size(t.dtype());
   if (t.data.size() < n * es) fail(ErrorCode::Internal, "bird: tensor " + t.name() + " is shorter than its shape");
   l1.resize(blocks);
   linf.resize(blocks);
-  if (blocks == 0) return;
+  if (blocks == 0) return {};
   const uint8_t* src = t.data.data();
-  if (t.dtype() == DType::F32) return norms_into(BytesLoad{src}, 0, blocks, m, l1.data(), linf.data());
+  if (t.dtype() == DType::F32) return norms_scanned(BytesLoad{src}, blocks, m, l1.data(), linf.data(), true);
   // Other dtypes: convert kPiece elements at a time (whole blocks when m ≤ kPiece).
+  L1Scan scan;
   if (m <= kPiece) {
     const uint64_t per = kPiece / m;
     std::vector<float> buf(per * m);
     for (uint64_t b = 0; b < blocks; b += per) {
       const uint64_t c = std::min(per, blocks - b);
       to_f32(t.dtype(), src + b * m * es, c * m, buf.data());
-      norms_into(ArrayLoad{buf.data()}, 0, c, m, l1.data() + b, linf.data() + b);
+      Prefetcher pf(reinterpret_cast<const uint8_t*>(buf.data()), reinterpret_cast<const uint8_t*>(buf.data() + c * m));
+      norms_into(ArrayLoad{buf.data()}, 0, c, m, l1.data() + b, linf.data() + b, pf, true);
+      scan.add(l1.data() + b, c);
     }
-    return;
+    return scan.summary();
   }
   std::vector<float> buf(kPiece);
   for (uint64_t b = 0; b < blocks; ++b) {
@@ -321,13 +377,16 @@ void bird_norms(const Tensor& t, uint64_t m, std::vector<float>& l1, std::vector
     }
     l1[b] = s, linf[b] = mx;
   }
+  scan.add(l1.data(), blocks);
+  return scan.summary();
 }
 
-void bird_norms_without_avx2(std::span<const float> v, uint64_t m, std::vector<float>& l1, std::vector<float>& linf) {
+NormsSummary bird_norms_without_avx2(std::span<const float> v, uint64_t m, std::vector<float>& l1,
+                                     std::vector<float>& linf) {
   const uint64_t blocks = m == 0 ? 0 : v.size() / m;
   l1.resize(blocks);
   linf.resize(blocks);
-  norms_into(ArrayLoad{v.data()}, 0, blocks, m, l1.data(), linf.data(), false);
+  return norms_scanned(ArrayLoad{v.data()}, blocks, m, l1.data(), linf.data(), false);
 }
 
 bool bird_norms_avx2() noexcept {

@@ -15,18 +15,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The largest element (NaN never wins; 0 when empty), in 8 independent lanes.
-float max_of(std::span<const float> v) noexcept {
-  float mx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  size_t i = 0;
-  for (; i + 8 <= v.size(); i += 8)
-    for (int j = 0; j < 8; ++j) mx[j] = v[i + j] > mx[j] ? v[i + j] : mx[j];
-  for (int j = 0; i < v.size(); ++i, ++j) mx[j] = v[i] > mx[j] ? v[i] : mx[j];
-  float top = 0;
-  for (float x : mx) top = x > top ? x : top;
-  return top;
-}
-
 inline float f32_of(double s) noexcept { return s > static_cast<double>(FLT_MAX) ? INFINITY : static_cast<float>(s); }
 
 // One Bernoulli(q) trial of BIRD+ with q = λ·p^γ (γ = ∞: q = λ·[p = 1]). The cheap bounds
@@ -100,18 +88,23 @@ BirdSelection bird_select(std::span<const float> v, uint64_t blocks, uint64_t m,
                           const StageContext& ctx) {
   if (blocks == 0 || m == 0 || v.size() / m < blocks) return {};
   std::vector<float> l1, linf;
-  bird_norms(v.first(blocks * m), m, l1, linf);
-  return bird_sample(l1, linf, m, rule, ctx);
+  const NormsSummary n = bird_norms(v.first(blocks * m), m, l1, linf);
+  return bird_sample(l1, linf, n.l1_max, m, rule, ctx);
 }
 
 BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, uint64_t m, const BirdRule& rule,
                           const StageContext& ctx) {
+  return bird_sample(l1, linf, bird_max(l1), m, rule, ctx);
+}
+
+BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, float l1_max, uint64_t m,
+                          const BirdRule& rule, const StageContext& ctx) {
   BirdSelection sel;
   const uint64_t blocks = l1.size();
   if (blocks == 0 || m == 0 || linf.size() != blocks) return sel;
 
   // Stage 1: L1 sampling.
-  const float lmax = max_of(l1);  // NaN never wins
+  const float lmax = l1_max;  // NaN never wins
   if (!(lmax > 0) || std::isinf(lmax)) return sel;
   const double inv1 = 1.0 / static_cast<double>(lmax);
   std::vector<uint64_t> u_set;
@@ -122,7 +115,7 @@ BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf
   // Stage 2: L∞ probabilities over U.
   std::vector<float> pinf(u_set.size());
   for (size_t j = 0; j < u_set.size(); ++j) pinf[j] = linf[u_set[j]];
-  const float imax = max_of(pinf);
+  const float imax = bird_max(pinf);
   for (float& p : pinf) p /= imax;  // the maximum gives exactly 1
   const Rng r2 = ctx.rng(RngPurpose::Stage2);
   double thin = 1;  // P(K ≥ 1) when it is below 1 (keep mode, γ = ∞)

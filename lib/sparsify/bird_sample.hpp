@@ -69,5 +69,8 @@ BirdSelection bird_select(std::span<const float> v, uint64_t blocks, uint64_t m,
 // Both stages from the per-block norms (bird_norms) of blocks of m elements. O(B).
 BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, uint64_t m, const BirdRule& rule,
                           const StageContext& ctx);
+// The same, given l1_max = bird_max(l1) (what bird_norms returned; saves a pass over l1).
+BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, float l1_max, uint64_t m,
+                          const BirdRule& rule, const StageContext& ctx);
 
 }  // namespace gradcodec::stages

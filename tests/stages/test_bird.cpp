@@ -258,6 +258,39 @@ TEST_CASE("bird norms: the plan's in-place tensor reader matches the encoder's f
   }
 }
 
+// What bird_norms returns besides the norms: the largest L1 norm as bird_max finds it (NaN never
+// wins), and whether every L1 norm is finite.
+static void check_summary(const stages::NormsSummary& got, const std::vector<float>& l1) {
+  float top = 0;
+  bool finite = true;
+  for (float x : l1) {
+    top = x > top ? x : top;
+    finite = finite && std::isfinite(x);
+  }
+  CHECK(std::memcmp(&got.l1_max, &top, 4) == 0);
+  CHECK(got.finite == finite);
+}
+
+TEST_CASE("bird_max: the largest element, NaN never wins, 0 for an empty or all-negative span", "[bird]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(stages::bird_max({}) == 0.0f);
+  const std::vector<float> neg = {-1.0f, -0.0f, -3.0f};
+  const float z = stages::bird_max(neg);
+  CHECK(z == 0.0f);
+  CHECK(!std::signbit(z));
+  for (size_t n : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{100}}) {
+    for (size_t at = 0; at < n; at += 7) {
+      INFO("n=" << n << " max at " << at);
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = (i % 3 == 0) ? nan : static_cast<float>(i % 5);
+      v[at] = 9.5f;
+      CHECK(stages::bird_max(v) == 9.5f);
+      v[at] = INFINITY;
+      CHECK(stages::bird_max(v) == INFINITY);
+    }
+  }
+}
+
 TEST_CASE("bird norms of short blocks are each block's sequential f32 sum and max, bit for bit", "[bird]") {
   // Blocks under 16 elements are summed several at a time (SIMD lanes); each block must still
   // get the plain in-order sum (s += |x|, starting at 0) and max (NaN never wins, NaN in the sum
@@ -266,7 +299,8 @@ TEST_CASE("bird norms of short blocks are each block's sequential f32 sum and ma
   WARN("AVX2 norms on this CPU: " << (stages::bird_norms_avx2() ? "yes" : "no"));
   Rng r(5);
   for (uint64_t m = 1; m < 16; ++m) {
-    for (uint64_t blocks : {uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{17}, uint64_t{24}, uint64_t{1003}}) {
+    for (uint64_t blocks : {uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{17}, uint64_t{24}, uint64_t{1003},
+                            uint64_t{2500}}) {
       for (size_t shift : {size_t{0}, size_t{1}}) {  // f32 bytes at an odd address too
         INFO("m=" << m << " blocks=" << blocks << " shift=" << shift);
         const uint64_t n = m * blocks;
@@ -284,9 +318,10 @@ TEST_CASE("bird norms of short blocks are each block's sequential f32 sum and ma
         const auto keep = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
         t.data = Buffer::view(keep, keep->data() + shift, 4 * n);
         std::vector<float> a1, ai, b1, bi, c1, ci;
-        stages::bird_norms(t, m, a1, ai);
-        stages::bird_norms(v, m, b1, bi);
-        stages::bird_norms_without_avx2(v, m, c1, ci);
+        const auto na = stages::bird_norms(t, m, a1, ai);
+        const auto nb = stages::bird_norms(v, m, b1, bi);
+        const auto nc = stages::bird_norms_without_avx2(v, m, c1, ci);
+        for (const auto& n : {na, nb, nc}) check_summary(n, a1);
         REQUIRE(a1.size() == blocks);
         REQUIRE(b1.size() == blocks);
         REQUIRE(c1.size() == blocks);
@@ -338,7 +373,7 @@ TEST_CASE("bird norms of long blocks are 8 in-order lanes combined in order, bit
   Rng r(6);
   for (uint64_t m : {uint64_t{16}, uint64_t{17}, uint64_t{23}, uint64_t{25}, uint64_t{31}, uint64_t{100},
                      uint64_t{768}, uint64_t{8192}, uint64_t{8199}, uint64_t{20005}}) {
-    const uint64_t blocks = m > 1000 ? 3 : 41;
+    const uint64_t blocks = m > 1000 ? 3 : m < 40 ? 1100 : 41;  // 1100: past the first 1024-block chunk
     for (size_t shift : {size_t{0}, size_t{1}}) {
       INFO("m=" << m << " shift=" << shift);
       const uint64_t n = m * blocks;
@@ -356,10 +391,12 @@ TEST_CASE("bird norms of long blocks are 8 in-order lanes combined in order, bit
       const auto keep = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
       t.data = Buffer::view(keep, keep->data() + shift, 4 * n);
       std::vector<float> a1, ai, b1, bi;
-      stages::bird_norms(t, m, a1, ai);
-      stages::bird_norms(v, m, b1, bi);
+      const auto na = stages::bird_norms(t, m, a1, ai);
+      const auto nb = stages::bird_norms(v, m, b1, bi);
       REQUIRE(a1.size() == blocks);
       REQUIRE(b1.size() == blocks);
+      check_summary(na, a1);
+      check_summary(nb, a1);
       for (uint64_t b = 0; b < blocks; ++b) {
         float s = 0, mx = 0;
         for (uint64_t off = 0; off < m; off += 8192) {  // pieces of 8192, added in order
