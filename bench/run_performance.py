@@ -240,7 +240,7 @@ def main():
     L.append("| --- | --- | --- |")
     bird = one["bird+"]["encode_mbps"]
     L.append(f"| bird+ encode ≥ 2.4 GB/s and ≥ 40% of streaming read | {bird / 1e3:.2f} GB/s = "
-             f"{100 * bird / rd:.0f}% of {rd / 1e3:.2f} GB/s | {'yes' if bird >= 2400 and bird >= 0.4 * rd else 'no'} |")
+             f"{100 * bird / rd:.1f}% of {rd / 1e3:.2f} GB/s | {'yes' if bird >= 2400 and bird >= 0.4 * rd else 'no'} |")
     topk = one["topk-1pct"]["encode_mbps"]
     L.append(f"| topk-1pct encode ≥ 1 GB/s | {topk / 1e3:.2f} GB/s | {'yes' if topk >= 1000 else 'no'} |")
     worst = min(one[p]["decode_mbps"] for p in MAIN)
