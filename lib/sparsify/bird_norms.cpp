@@ -215,8 +215,8 @@ __attribute__((target("avx2"))) uint64_t norms_avx2(const uint8_t* x, uint64_t b
 // |x| itself (0 + |x|, and NaN is no maximum). Blocks shorter than 16 (conv kernels) are done
 // several at a time, interleaved: each block still adds its elements in order (the same
 // arithmetic as run_norms), but independent chains hide the add latency. With AVX2 (and
-// `wide`), 8 ≤ m < 16 go 16 at a time (norms_avx2; about 1.2× the SSE2 loop on a memory-resident
-// tensor, 1.7× in cache: BM_bird_norms/9 against BM_bird_norms_without_avx2/9); with SSE2 the
+// `wide`), 8 ≤ m < 16 go 16 at a time (norms_avx2; 1.15-1.25× the SSE2 loop on a memory-resident
+// tensor: BM_bird_norms/9 against BM_bird_norms_without_avx2/9); with SSE2 the
 // others go 16 at a time as four 4-lane groups (small_norms_sse; 10-15% faster than two groups
 // on VGG16), then 8 at a time as two; the rest 8 at a time in scalar lanes.
 // `pf` covers the whole run of blocks this call is part of.
