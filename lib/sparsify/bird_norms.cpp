@@ -358,8 +358,9 @@ NormsSummary bird_norms(const Tensor& t, uint64_t m, std::vector<float>& l1, std
     for (uint64_t b = 0; b < blocks; b += per) {
       const uint64_t c = std::min(per, blocks - b);
       to_f32(t.dtype(), src + b * m * es, c * m, buf.data());
-      Prefetcher pf(reinterpret_cast<const uint8_t*>(buf.data()), reinterpret_cast<const uint8_t*>(buf.data() + c * m));
-      norms_into(ArrayLoad{buf.data()}, 0, c, m, l1.data() + b, linf.data() + b, pf, true);
+      const uint8_t* converted_end = reinterpret_cast<const uint8_t*>(buf.data() + c * m);
+      Prefetcher none(converted_end, converted_end);  // the buffer was just written: in cache
+      norms_into(ArrayLoad{buf.data()}, 0, c, m, l1.data() + b, linf.data() + b, none, true);
       scan.add(l1.data() + b, c);
     }
     return scan.summary();

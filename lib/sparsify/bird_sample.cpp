@@ -92,11 +92,6 @@ BirdSelection bird_select(std::span<const float> v, uint64_t blocks, uint64_t m,
   return bird_sample(l1, linf, n.l1_max, m, rule, ctx);
 }
 
-BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, uint64_t m, const BirdRule& rule,
-                          const StageContext& ctx) {
-  return bird_sample(l1, linf, bird_max(l1), m, rule, ctx);
-}
-
 BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, float l1_max, uint64_t m,
                           const BirdRule& rule, const StageContext& ctx) {
   BirdSelection sel;

@@ -66,10 +66,8 @@ GammaFit bird_fit_gamma(std::span<const float> pinf, double target);
 // ctx.rng(Stage2) and ctx.rng(Select). O(d) for the norms plus O(B) for the sampling.
 BirdSelection bird_select(std::span<const float> v, uint64_t blocks, uint64_t m, const BirdRule& rule,
                           const StageContext& ctx);
-// Both stages from the per-block norms (bird_norms) of blocks of m elements. O(B).
-BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, uint64_t m, const BirdRule& rule,
-                          const StageContext& ctx);
-// The same, given l1_max = bird_max(l1) (what bird_norms returned; saves a pass over l1).
+// Both stages from the per-block norms of blocks of m elements and l1_max = bird_max(l1), as
+// bird_norms returns them. O(B).
 BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, float l1_max, uint64_t m,
                           const BirdRule& rule, const StageContext& ctx);
 
