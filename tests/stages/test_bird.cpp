@@ -258,6 +258,32 @@ TEST_CASE("bird norms: the plan's in-place tensor reader matches the encoder's f
   }
 }
 
+// n values whose magnitudes span 2^-30..2^9, with about one NaN in `nan_every`, one ±Inf in
+// `inf_every` and one subnormal in 83.
+static std::vector<float> mixed_values(Rng& r, uint64_t n, uint64_t nan_every, uint64_t inf_every) {
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    const uint64_t u = r.next_u64();
+    x = static_cast<float>(r.normal() * std::ldexp(1.0, static_cast<int>(u % 40) - 30));
+    if (u % nan_every == 0) x = std::numeric_limits<float>::quiet_NaN();
+    if (u % inf_every == 0) x = (u & 1) ? INFINITY : -INFINITY;
+    if (u % 83 == 0) x = 1e-41f;  // subnormal
+  }
+  return v;
+}
+
+// A 1-D f32 tensor of v whose bytes start `shift` bytes into their buffer (an odd address when
+// shift is odd), as a reader's view into a file can.
+static Tensor f32_at_offset(const std::vector<float>& v, size_t shift) {
+  const uint64_t n = v.size();
+  std::vector<uint8_t> bytes(4 * n + shift);
+  std::memcpy(bytes.data() + shift, v.data(), 4 * n);
+  Tensor t = make_tensor("w", {n}, v);
+  const auto keep = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  t.data = Buffer::view(keep, keep->data() + shift, 4 * n);
+  return t;
+}
+
 // What bird_norms returns besides the norms: the largest L1 norm as bird_max finds it (NaN never
 // wins), and whether every L1 norm is finite.
 static void check_summary(const stages::NormsSummary& got, const std::vector<float>& l1) {
@@ -304,19 +330,8 @@ TEST_CASE("bird norms of short blocks are each block's sequential f32 sum and ma
       for (size_t shift : {size_t{0}, size_t{1}}) {  // f32 bytes at an odd address too
         INFO("m=" << m << " blocks=" << blocks << " shift=" << shift);
         const uint64_t n = m * blocks;
-        std::vector<float> v(n);
-        for (auto& x : v) {
-          const uint64_t u = r.next_u64();
-          x = static_cast<float>(r.normal() * std::ldexp(1.0, static_cast<int>(u % 40) - 30));
-          if (u % 97 == 0) x = std::numeric_limits<float>::quiet_NaN();
-          if (u % 89 == 0) x = (u & 1) ? INFINITY : -INFINITY;
-          if (u % 83 == 0) x = 1e-41f;  // subnormal
-        }
-        std::vector<uint8_t> bytes(4 * n + shift);
-        std::memcpy(bytes.data() + shift, v.data(), 4 * n);
-        Tensor t = make_tensor("w", {n}, v);
-        const auto keep = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
-        t.data = Buffer::view(keep, keep->data() + shift, 4 * n);
+        const std::vector<float> v = mixed_values(r, n, 97, 89);
+        const Tensor t = f32_at_offset(v, shift);
         std::vector<float> a1, ai, b1, bi, c1, ci;
         const auto na = stages::bird_norms(t, m, a1, ai);
         const auto nb = stages::bird_norms(v, m, b1, bi);
@@ -377,19 +392,8 @@ TEST_CASE("bird norms of long blocks are 8 in-order lanes combined in order, bit
     for (size_t shift : {size_t{0}, size_t{1}}) {
       INFO("m=" << m << " shift=" << shift);
       const uint64_t n = m * blocks;
-      std::vector<float> v(n);
-      for (auto& x : v) {
-        const uint64_t u = r.next_u64();
-        x = static_cast<float>(r.normal() * std::ldexp(1.0, static_cast<int>(u % 40) - 30));
-        if (u % 1999 == 0) x = std::numeric_limits<float>::quiet_NaN();
-        if (u % 1777 == 0) x = (u & 1) ? INFINITY : -INFINITY;
-        if (u % 83 == 0) x = 1e-41f;
-      }
-      std::vector<uint8_t> bytes(4 * n + shift);
-      std::memcpy(bytes.data() + shift, v.data(), 4 * n);
-      Tensor t = make_tensor("w", {n}, v);
-      const auto keep = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
-      t.data = Buffer::view(keep, keep->data() + shift, 4 * n);
+      const std::vector<float> v = mixed_values(r, n, 1999, 1777);
+      const Tensor t = f32_at_offset(v, shift);
       std::vector<float> a1, ai, b1, bi;
       const auto na = stages::bird_norms(t, m, a1, ai);
       const auto nb = stages::bird_norms(v, m, b1, bi);
