@@ -21,11 +21,15 @@
 //   BM_bird_norms/<m>          the per-block norms alone over 10⁷ f32 in blocks of m (1 = 1×1
 //                              conv, 9 = 3×3, 25 = 5×5), to set against BM_baseline/abs_sum;
 //   BM_bird_norms_without_avx2/9  the same 3×3 norms on the SSE2 path, in the same process.
+//   BM_bird_stage1/<vec>       stage 1's keep decisions alone over the norms of 10⁶ 3×3 blocks
+//                              (vec 1: the loop bird_stage1 picks on this CPU; 0: the portable
+//                              loop); bytes/s of the 9·10⁶ f32 the blocks stand for.
 #include <benchmark/benchmark.h>
 
 #include "sparsify/bird.hpp"
 #include "sparsify/bird_sample.hpp"
 #include "sparsify/bird_split.hpp"
+#include "sparsify/bird_stage1.hpp"
 #include "sparsify/topk.hpp"
 #include "support.hpp"
 
@@ -317,3 +321,30 @@ static void norms_bench(benchmark::State& state) {
 }
 BENCHMARK_TEMPLATE(norms_bench, true)->Name("BM_bird_norms")->Arg(1)->Arg(9)->Arg(25)->Arg(768)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(norms_bench, false)->Name("BM_bird_norms_without_avx2")->Arg(9)->Unit(benchmark::kMicrosecond);
+
+// Stage 1 alone on the norms of 10⁶ 3×3 blocks (cache-resident-sized: 4 MB of norms), with the
+// kept list reused as the sampler reuses it. Bytes/s count the tensor the blocks stand for.
+static void BM_bird_stage1(benchmark::State& state) {
+  const bool vec = state.range(0) != 0;
+  const uint64_t blocks = 1000000, m = 9;
+  const auto v = gradient_like({blocks, 1, 1, m}, 1e-3, 13);
+  std::vector<float> l1, linf;
+  const auto summary = stages::bird_norms(v, m, l1, linf);
+  const double inv1 = 1.0 / static_cast<double>(summary.l1_max);
+  std::vector<uint64_t> kept;
+  kept.reserve(blocks);
+  uint64_t seed = 0;
+  for (auto _ : state) {
+    kept.clear();
+    const Rng r(seed++, 0, 0, RngPurpose::Stage1);
+    if (vec)
+      stages::bird_stage1(l1, summary.l1_max, inv1, r, kept);
+    else
+      stages::bird_stage1_portable(l1, summary.l1_max, inv1, r, kept);
+    benchmark::DoNotOptimize(kept.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(blocks * m) * 4);
+  state.counters["kept"] = static_cast<double>(kept.size()) / static_cast<double>(blocks);
+  state.SetLabel(vec && stages::bird_stage1_vectorised() ? "avx512" : "portable");
+}
+BENCHMARK(BM_bird_stage1)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);

@@ -128,7 +128,7 @@ def main():
         sizes = "(1000|100000|10000000)" if a.quick else "[0-9]+"
         gb = google_benchmark(bench_exe, f"BM_baseline/.*/{sizes}(/real_time)?$|BM_preset_(en|de)code/.*/{sizes}/", reps, min_time)
         stages = {} if a.quick else google_benchmark(
-            bench_exe, "BM_(topk|randk|dgc|full_sort|quantize|index|lossless|bird_plus_select|bird_norms|vgg16|tcs|powersgd|decode_(zstd|shuffle)|checksum)",
+            bench_exe, "BM_(topk|randk|dgc|full_sort|quantize|index|lossless|bird_plus_select|bird_norms|bird_stage1|vgg16|tcs|powersgd|decode_(zstd|shuffle)|checksum)",
             reps,
             min_time)
 

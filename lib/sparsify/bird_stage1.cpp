@@ -45,15 +45,17 @@ __attribute__((target("avx512f,avx512dq"))) size_t decide_avx512(const float* l1
     const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
     __m512i idx = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first)), lane);
     const __m512i eight = _mm512_set1_epi64(8);
-    const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(Rng::kGamma));
-    const __m512i key = _mm512_set1_epi64(static_cast<long long>(r.key()));
+    // key + idx·γ steps by 8γ from one group of lanes to the next (exact mod 2^64): one add in
+    // place of a 64-bit multiply per step.
+    const __m512i gamma8 = _mm512_set1_epi64(static_cast<long long>(Rng::kGamma * 8));
+    __m512i z0 = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(r.key())),
+                                  _mm512_mullo_epi64(idx, _mm512_set1_epi64(static_cast<long long>(Rng::kGamma))));
     const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
     const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
     const __m512d scale = _mm512_set1_pd(0x1.0p-53), inv = _mm512_set1_pd(inv1);
     const __m512d top = _mm512_set1_pd(static_cast<double>(lmax));  // l ≥ lmax ⟺ (double)l ≥ (double)lmax
     for (; i + 8 <= end; i += 8) {
-      __m512i z = _mm512_add_epi64(key, _mm512_mullo_epi64(idx, gamma));
-      z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
+      __m512i z = _mm512_mullo_epi64(_mm512_xor_si512(z0, _mm512_srli_epi64(z0, 30)), c1);
       z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
       z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
       const __m512d u = _mm512_mul_pd(_mm512_cvtepi64_pd(_mm512_srli_epi64(z, 11)), scale);
@@ -61,9 +63,13 @@ __attribute__((target("avx512f,avx512dq"))) size_t decide_avx512(const float* l1
       const __m512d p = _mm512_mul_pd(l, inv);
       const __mmask8 keep =
           static_cast<__mmask8>(_mm512_cmp_pd_mask(u, p, _CMP_LT_OQ) | _mm512_cmp_pd_mask(l, top, _CMP_GE_OQ));
-      _mm512_mask_compressstoreu_epi64(kept + count, keep, idx);
+      // Compressed in a register and stored whole: the lanes past popcount(keep) are zeros that
+      // the next store (or nothing) overwrites. kept + count + 8 ≤ kept + (i + 8 − first) stays in
+      // the chunk's buffer. Compress-to-memory is microcoded on Zen 4 and much slower.
+      _mm512_storeu_si512(kept + count, _mm512_maskz_compress_epi64(keep, idx));
       count += static_cast<size_t>(std::popcount(static_cast<unsigned>(keep)));
       idx = _mm512_add_epi64(idx, eight);
+      z0 = _mm512_add_epi64(z0, gamma8);
     }
   }
   return count + decide_portable(l1, i, end, lmax, inv1, r, kept + count);

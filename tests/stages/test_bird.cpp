@@ -455,6 +455,13 @@ TEST_CASE("bird stage 1: the vectorised keep loop picks the portable loop's bloc
       CHECK(b == want);
     }
   }
+  // Every block ties the maximum: every lane of every step is kept, so the vector loop's whole
+  // 8-lane stores reach the last slot of its 4096-block buffer (ASan builds check the bound).
+  const std::vector<float> flat(8197, 2.5f);
+  std::vector<uint64_t> all;
+  stages::bird_stage1(flat, 2.5f, 0.4, Rng(1, 0, 0, RngPurpose::Stage1), all);
+  REQUIRE(all.size() == flat.size());
+  for (uint64_t i = 0; i < all.size(); ++i) CHECK(all[i] == i);
 }
 
 TEST_CASE("bird attach rule: which 1-D tensors have a sibling", "[bird]") {
