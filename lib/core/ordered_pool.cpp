@@ -9,7 +9,7 @@
 
 namespace gradcodec {
 
-void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<void(size_t)>& work,
+void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<uint64_t(size_t)>& work,
                  const std::function<void(size_t)>& commit) {
   const size_t count = bytes.size();
   if (threads <= 1 || count <= 1) {
@@ -25,11 +25,12 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
   const uint64_t budget = threads * largest + largest / 2;
   const size_t most = 4 * static_cast<size_t>(threads);
   std::vector<char> done(count, 0);
+  std::vector<uint64_t> held(bytes.begin(), bytes.end());  // what each item is counted for in in_flight
   std::vector<std::exception_ptr> errors(count);
   std::mutex mu;
   std::condition_variable cv;
   size_t next = 0, committed = 0;
-  uint64_t in_flight = 0;  // bytes of the items started and not yet committed
+  uint64_t in_flight = 0;  // bytes held by the items started and not yet committed, as counted in held
   bool stop = false;
   auto admit = [&] {
     return next == committed || (next < committed + most && in_flight + bytes[next] <= budget);
@@ -45,13 +46,16 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
         in_flight += bytes[i];
       }
       std::exception_ptr error;
+      uint64_t keeps = bytes[i];
       try {
-        work(i);
+        keeps = std::min(work(i), bytes[i]);
       } catch (...) {
         error = std::current_exception();
       }
       {
         std::lock_guard<std::mutex> lk(mu);
+        in_flight -= bytes[i] - keeps;  // what the finished item no longer holds admits the next ones
+        held[i] = keeps;
         if (error) stop = true;
         errors[i] = std::move(error);
         done[i] = 1;
@@ -83,7 +87,7 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
     }
     {
       std::lock_guard<std::mutex> lk(mu);
-      in_flight -= bytes[i];
+      in_flight -= held[i];
       ++committed;
       if (failure) stop = true;
     }

@@ -11,10 +11,12 @@ namespace gradcodec {
 
 // Runs work(i) for every i in [0, bytes.size()) on `threads` workers and commit(i) on the
 // calling thread for i = 0, 1, 2, … in order, each as soon as work(i) has returned. Items are
-// started in order. bytes[i] is the memory item i holds from the start of work(i) to the end of
-// commit(i); items started and not yet committed hold at most (threads + ½) × max(bytes), and
-// at most 4 × threads of them run or wait at a time — except that the next item to commit is
-// always started, so any item can run whatever its size.
+// started in order. bytes[i] is the memory item i holds while work(i) runs; work(i) returns what
+// it still holds from then to the end of commit(i) (an encoder's records are far smaller than
+// its tensors; more than bytes[i] counts as bytes[i]). Items started and not yet committed hold
+// at most (threads + ½) × max(bytes) by that count, and at most 4 × threads of them run or wait
+// at a time — except that the next item to commit is always started, so any item can run
+// whatever its size.
 //
 // An exception thrown by work(i) is rethrown in order, in place of commit(i): the items before
 // i are committed first, no item is started after the failure is seen, and the items already
@@ -22,7 +24,7 @@ namespace gradcodec {
 // thread count). An exception from commit(i) stops the pool the same way. Every worker has
 // joined when run_ordered returns or throws. With threads ≤ 1 (or one item) everything runs on
 // the calling thread: work(0), commit(0), work(1), …
-void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<void(size_t)>& work,
+void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<uint64_t(size_t)>& work,
                  const std::function<void(size_t)>& commit);
 
 }  // namespace gradcodec

@@ -161,6 +161,7 @@ void SequenceDecoder::decode_frame(size_t f, const std::function<void(Tensor&&)>
                                         " read differently twice");
         }
         done[i] = im.decode_chain(f, i, *chains[i], read[i], sent[i]);
+        return bytes[i];  // the decoded tensor, held until the sink takes it
       },
       [&](size_t i) {
         im.kept = sent[i];

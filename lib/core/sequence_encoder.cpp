@@ -187,7 +187,10 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
         run(*job, static_cast<uint32_t>(i));
         release_input(*job);
         if (job->error) std::rethrow_exception(job->error);
+        uint64_t record = 0;  // what the job holds until its commit: its streams' buffers
+        for (const auto& s : job->streams.all()) record += s.bytes.capacity();
         slots[i] = std::move(job);
+        return record;
       },
       [&](size_t i) {
         commit(*slots[i]);

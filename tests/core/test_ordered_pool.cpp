@@ -4,8 +4,10 @@
 
 #include "core/ordered_pool.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -37,6 +39,7 @@ TEST_CASE("run_ordered: every item worked once and committed in order, for 1 to 
           ++worked[i];
           std::lock_guard<std::mutex> lk(mu);
           workers.push_back(std::this_thread::get_id());
+          return bytes[i];
         },
         [&](size_t i) {
           CHECK(worked[i] == 1);  // commit(i) only after work(i) returned
@@ -68,6 +71,7 @@ TEST_CASE("run_ordered: the lowest failing item's error, after every earlier com
             busy(i, n);
             if (i > 20) ++started_after;
             if (i == 7 || i == 9) throw std::runtime_error("item " + std::to_string(i));
+            return bytes[i];
           },
           [&](size_t i) { committed.push_back(i); });
       FAIL("no error");
@@ -90,7 +94,11 @@ TEST_CASE("run_ordered: an error from commit stops the pool and is rethrown", "[
     std::atomic<size_t> worked{0};
     std::vector<size_t> committed;
     CHECK_THROWS_WITH(run_ordered(
-                          bytes, threads, [&](size_t) { ++worked; },
+                          bytes, threads,
+                          [&](size_t i) {
+                            ++worked;
+                            return bytes[i];
+                          },
                           [&](size_t i) {
                             if (i == 3) throw std::runtime_error("sink full");
                             committed.push_back(i);
@@ -128,6 +136,7 @@ TEST_CASE("run_ordered: items in flight stay within (threads + 1/2) x the larges
             peak_items = std::max(peak_items, items);
           }
           busy(i % 12, 12);
+          return bytes[i];
         },
         [&](size_t i) {
           std::lock_guard<std::mutex> lk(mu);
@@ -140,10 +149,66 @@ TEST_CASE("run_ordered: items in flight stay within (threads + 1/2) x the larges
   }
 }
 
+TEST_CASE("run_ordered: what a finished item no longer holds admits the next ones; the count cap stays",
+          "[pool]") {
+  // Equal items of 100 bytes, two threads: budget 250, so two at a time while each holds its
+  // bytes. Items that keep nothing once worked (an encoder's small records) free their share
+  // when they finish: while item 0 is still running, items 1, 2, 3, … run one after another on
+  // the other thread. Item 0 waits (at most 10 s, never a hang) until item 3 has been worked;
+  // counted as held for the whole wait, items 2 and 3 could not start before item 0 commits.
+  const size_t n = 40;
+  std::vector<uint64_t> bytes(n, 100);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t worked_past = 0;  // items > 0 worked
+  bool saw_item3 = false;
+  size_t waiting = 0, peak_waiting = 0;  // items worked and not yet committed
+  uint64_t charged = 0, peak_charged = 0;  // running items' bytes + finished items' holdings
+  run_ordered(
+      bytes, 2,
+      [&](size_t i) -> uint64_t {
+        std::unique_lock<std::mutex> lk(mu);
+        charged += bytes[i];
+        peak_charged = std::max(peak_charged, charged);
+        if (i == 0) {
+          saw_item3 = cv.wait_for(lk, std::chrono::seconds(10), [&] { return worked_past >= 3; });
+        } else {
+          ++worked_past;
+          cv.notify_all();
+        }
+        const uint64_t keeps = i == 0 ? 100 : (i % 7 == 0 ? 500 : 0);  // more than bytes[i] counts as bytes[i]
+        charged -= bytes[i] - std::min(keeps, bytes[i]);
+        ++waiting;
+        peak_waiting = std::max(peak_waiting, waiting);
+        return keeps;
+      },
+      [&](size_t i) {
+        std::lock_guard<std::mutex> lk(mu);
+        charged -= i == 0 ? 100 : (i % 7 == 0 ? 100 : 0);
+        --waiting;
+      });
+  CHECK(saw_item3);
+  CHECK(charged == 0);
+  CHECK(peak_charged <= 250);  // the budget, by what the items hold
+  CHECK(peak_waiting <= 8);    // 4 × threads items started and not committed
+}
+
 TEST_CASE("run_ordered: no items, one item", "[pool]") {
-  run_ordered({}, 3, [](size_t) { FAIL("no item"); }, [](size_t) { FAIL("no item"); });
+  run_ordered(
+      {}, 3,
+      [](size_t) -> uint64_t {
+        FAIL("no item");
+        return 0;
+      },
+      [](size_t) { FAIL("no item"); });
   std::vector<uint64_t> one = {0};
   std::vector<int> calls;
-  run_ordered(one, 4, [&](size_t) { calls.push_back(1); }, [&](size_t) { calls.push_back(2); });
+  run_ordered(
+      one, 4,
+      [&](size_t) {
+        calls.push_back(1);
+        return uint64_t{0};
+      },
+      [&](size_t) { calls.push_back(2); });
   CHECK(calls == std::vector<int>{1, 2});
 }
