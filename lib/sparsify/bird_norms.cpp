@@ -315,6 +315,13 @@ NormsSummary norms_scanned(const Ld& ld, uint64_t blocks, uint64_t m, float* l1,
   return scan.summary();
 }
 
+// Sizes an output buffer for n norms. Its contents are all overwritten, so a buffer too small is
+// dropped before it grows: no copy of the previous tensor's norms into the new allocation.
+void size_for(std::vector<float>& out, uint64_t n) {
+  if (n > out.capacity()) out = std::vector<float>();
+  out.resize(n);
+}
+
 }  // namespace
 
 float bird_max(std::span<const float> v) noexcept {
@@ -336,8 +343,8 @@ float bird_max(std::span<const float> v) noexcept {
 
 NormsSummary bird_norms(std::span<const float> v, uint64_t m, std::vector<float>& l1, std::vector<float>& linf) {
   const uint64_t blocks = m == 0 ? 0 : v.size() / m;
-  l1.resize(blocks);
-  linf.resize(blocks);
+  size_for(l1, blocks);
+  size_for(linf, blocks);
   return norms_scanned(ArrayLoad{v.data()}, blocks, m, l1.data(), linf.data(), true);
 }
 
@@ -345,8 +352,8 @@ NormsSummary bird_norms(const Tensor& t, uint64_t m, std::vector<float>& l1, std
   const uint64_t n = t.elements(), blocks = m == 0 ? 0 : n / m;
   const size_t es = dtype_size(t.dtype());
   if (t.data.size() < n * es) fail(ErrorCode::Internal, "bird: tensor " + t.name() + " is shorter than its shape");
-  l1.resize(blocks);
-  linf.resize(blocks);
+  size_for(l1, blocks);
+  size_for(linf, blocks);
   if (blocks == 0) return {};
   const uint8_t* src = t.data.data();
   if (t.dtype() == DType::F32) return norms_scanned(BytesLoad{src}, blocks, m, l1.data(), linf.data(), true);
@@ -385,8 +392,8 @@ NormsSummary bird_norms(const Tensor& t, uint64_t m, std::vector<float>& l1, std
 NormsSummary bird_norms_without_avx2(std::span<const float> v, uint64_t m, std::vector<float>& l1,
                                      std::vector<float>& linf) {
   const uint64_t blocks = m == 0 ? 0 : v.size() / m;
-  l1.resize(blocks);
-  linf.resize(blocks);
+  size_for(l1, blocks);
+  size_for(linf, blocks);
   return norms_scanned(ArrayLoad{v.data()}, blocks, m, l1.data(), linf.data(), false);
 }
 
