@@ -19,8 +19,8 @@
 //   BM_bird_plus_select/<d>    bird_select on one conv tensor [d/576, 64, 3, 3]: time per
 //                              element flat in d is the O(d) check.
 //   BM_bird_norms/<m>          the per-block norms alone over 10⁷ f32 in blocks of m (1 = 1×1
-//                              conv, 9 = 3×3, 25 = 5×5), to set against BM_baseline/abs_sum;
-//   BM_bird_norms_without_avx2/9  the same 3×3 norms on the SSE2 path, in the same process.
+//                              conv, 9 = 3×3, 25 = 5×5, 49 = 7×7), to set against BM_baseline/abs_sum;
+//   BM_bird_norms_without_avx2/<m>  the same 3×3 and 5×5 norms on the SSE2 paths, in the same process.
 //   BM_bird_stage1/<vec>       stage 1's keep decisions alone over the norms of 10⁶ 3×3 blocks
 //                              (vec 1: the loop bird_stage1 picks on this CPU; 0: the portable
 //                              loop); bytes/s of the 9·10⁶ f32 the blocks stand for.
@@ -319,8 +319,8 @@ static void norms_bench(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n) * 4);
   state.SetLabel(kWide && stages::bird_norms_avx2() ? "avx2" : "sse2");
 }
-BENCHMARK_TEMPLATE(norms_bench, true)->Name("BM_bird_norms")->Arg(1)->Arg(9)->Arg(25)->Arg(768)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(norms_bench, false)->Name("BM_bird_norms_without_avx2")->Arg(9)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(norms_bench, true)->Name("BM_bird_norms")->Arg(1)->Arg(9)->Arg(25)->Arg(49)->Arg(768)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(norms_bench, false)->Name("BM_bird_norms_without_avx2")->Arg(9)->Arg(25)->Unit(benchmark::kMicrosecond);
 
 // Stage 1 alone on the norms of 10⁶ 3×3 blocks (cache-resident-sized: 4 MB of norms), with the
 // kept list reused as the sampler reuses it. Bytes/s count the tensor the blocks stand for.

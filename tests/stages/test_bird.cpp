@@ -386,21 +386,26 @@ TEST_CASE("bird norms of long blocks are 8 in-order lanes combined in order, bit
   // over 8192 elements piece by piece; the arithmetic must be exactly the documented one, for
   // every remainder mod 8, alignment and the NaN / Inf / subnormal mix.
   Rng r(6);
-  for (uint64_t m : {uint64_t{16}, uint64_t{17}, uint64_t{23}, uint64_t{25}, uint64_t{31}, uint64_t{100},
-                     uint64_t{768}, uint64_t{8192}, uint64_t{8199}, uint64_t{20005}}) {
-    const uint64_t blocks = m > 1000 ? 3 : m < 40 ? 1100 : 41;  // 1100: past the first 1024-block chunk
+  // With AVX2, 16 ≤ m < 128 go 8 blocks at a time (lanes transposed); both paths are checked.
+  for (uint64_t m : {uint64_t{16}, uint64_t{17}, uint64_t{23}, uint64_t{24}, uint64_t{25}, uint64_t{31},
+                     uint64_t{49}, uint64_t{100}, uint64_t{127}, uint64_t{128}, uint64_t{768}, uint64_t{8192},
+                     uint64_t{8199}, uint64_t{20005}}) {
+    const uint64_t blocks = m > 1000 ? 3 : m < 40 ? 1100 : 45;  // 1100: past the first 1024-block chunk
     for (size_t shift : {size_t{0}, size_t{1}}) {
       INFO("m=" << m << " shift=" << shift);
       const uint64_t n = m * blocks;
       const std::vector<float> v = mixed_values(r, n, 1999, 1777);
       const Tensor t = f32_at_offset(v, shift);
-      std::vector<float> a1, ai, b1, bi;
+      std::vector<float> a1, ai, b1, bi, c1, ci;
       const auto na = stages::bird_norms(t, m, a1, ai);
       const auto nb = stages::bird_norms(v, m, b1, bi);
+      const auto nc = stages::bird_norms_without_avx2(v, m, c1, ci);
       REQUIRE(a1.size() == blocks);
       REQUIRE(b1.size() == blocks);
+      REQUIRE(c1.size() == blocks);
       check_summary(na, a1);
       check_summary(nb, a1);
+      check_summary(nc, a1);
       for (uint64_t b = 0; b < blocks; ++b) {
         float s = 0, mx = 0;
         for (uint64_t off = 0; off < m; off += 8192) {  // pieces of 8192, added in order
@@ -414,6 +419,8 @@ TEST_CASE("bird norms of long blocks are 8 in-order lanes combined in order, bit
         CHECK(std::memcmp(&ai[b], &mx, 4) == 0);
         CHECK(std::memcmp(&b1[b], &s, 4) == 0);
         CHECK(std::memcmp(&bi[b], &mx, 4) == 0);
+        CHECK(std::memcmp(&c1[b], &s, 4) == 0);
+        CHECK(std::memcmp(&ci[b], &mx, 4) == 0);
       }
     }
   }
