@@ -89,6 +89,21 @@ def gc_bench(exe, snapshot, presets, threads, repeat):
     return {r["label"]: r for r in rows}
 
 
+def same_bytes(exe, snapshot, presets, tmp):
+    """Per preset: whether `gradcodec encode` writes the same container with 1 and 2 threads."""
+    same = {}
+    for p in presets:
+        outs = []
+        for t in ("1", "2"):
+            o = os.path.join(tmp, f"t{t}.gcz")
+            sh([exe, "encode", snapshot, "-o", o, "--preset", p, "--threads", t, "--force", "--quiet"])
+            with open(o, "rb") as f:
+                outs.append(f.read())
+            os.remove(o)
+        same[p] = outs[0] == outs[1]
+    return same
+
+
 def peak_rss(cmd):
     """Peak RSS in bytes, from /usr/bin/time (a small parent: a child's ru_maxrss starts at its
     parent's high-water mark, so this script's own size must not count); else from wait4."""
@@ -154,14 +169,7 @@ def main():
             rd_round = google_benchmark(bench_exe, "BM_baseline/abs_sum/10000000$", 1, 0.2)["BM_baseline/abs_sum/10000000"]
             bird_round = gc_bench(exe, vgg, ["bird+"], 1, repeat)["bird+"]["encode_mbps"]
             paired.append((mbps(rd_round), bird_round))
-        same = {}
-        for p in MAIN:
-            outs = []
-            for t in ("1", "2"):
-                o = os.path.join(tmp, f"t{t}.gcz")
-                sh([exe, "encode", vgg, "-o", o, "--preset", p, "--threads", t, "--force", "--quiet"])
-                outs.append(open(o, "rb").read())
-            same[p] = outs[0] == outs[1]
+        same = same_bytes(exe, vgg, MAIN, tmp)
         # Threads on a snapshot with many tensors (the VGG16 stack 4 times: 110 tensors), 1 and 2
         # threads alternated round by round so that both see the same machine; medians per preset.
         many = os.path.join(tmp, "many.safetensors")
@@ -175,16 +183,7 @@ def main():
                 rows = gc_bench(exe, many, MAIN, t, 3)
                 for p in MAIN:
                     by_threads[t][p].append(rows[p]["encode_mbps"])
-        same_many = {}
-        for p in MAIN:
-            outs = []
-            for t in ("1", "2"):
-                o = os.path.join(tmp, f"m{t}.gcz")
-                sh([exe, "encode", many, "-o", o, "--preset", p, "--threads", t, "--force", "--quiet"])
-                with open(o, "rb") as f:
-                    outs.append(f.read())
-                os.remove(o)
-            same_many[p] = outs[0] == outs[1]
+        same_many = same_bytes(exe, many, MAIN, tmp)
         os.remove(many)
         peers_md = os.path.join(tmp, "peers.md")
         peers_json = os.path.join(tmp, "peers.json")
