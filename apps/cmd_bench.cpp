@@ -175,12 +175,14 @@ void setup_bench(CLI::App& app, Runner& run) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand("bench", "compare compressors on your gradients: ratio, bits/param, error, speed");
   sub->add_option("INPUT", a->inputs, "snapshots (several = a sequence); default: the bundled test_data snapshots");
-  sub->add_option("--preset", a->presets, "a preset to compare (repeatable); default: every preset");
-  sub->add_option("--pipeline", a->pipelines, "a pipeline text to compare (repeatable)");
+  // Repeatable options take one value per flag, so `bench --preset bird+ FILE` reads FILE as an input.
+  sub->add_option("--preset", a->presets, "a preset to compare (repeatable); default: every preset")
+      ->allow_extra_args(false);
+  sub->add_option("--pipeline", a->pipelines, "a pipeline text to compare (repeatable)")->allow_extra_args(false);
   sub->add_option("--workers", a->workers,
                   "multi-worker mode: one step's worker inputs, a glob ('dir/worker_*.npz') or a manifest "
                   "(.txt/.list, one step per line); repeatable; compares the merge methods (docs/merge.md)");
-  sub->add_option("--sweep", a->sweeps, "STAGE.PARAM=a,b,c: one row per value (repeatable)");
+  sub->add_option("--sweep", a->sweeps, "STAGE.PARAM=a,b,c: one row per value (repeatable)")->allow_extra_args(false);
   sub->add_option("--repeat", a->repeat, "timed runs per row, at least (default 3)");
   sub->add_option("--min-time", a->min_time, "seconds of timed encoding and of decoding per row, at least (default 0.2)")
       ->check(CLI::NonNegativeNumber);

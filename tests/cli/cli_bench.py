@@ -61,6 +61,15 @@ def test_csv_has_the_same_fields():
     assert list(rows[0]) == FIELDS and rows[0]["label"] == "fp16"
 
 
+def test_options_before_the_inputs_take_one_value_each():
+    # `--preset P FILE`: FILE is an input, not a second preset (before, this failed with
+    # "unknown preset"); the same for --pipeline and --sweep
+    rep = bench_json("--preset", "fp16", path("g.npz"), "--pipeline", "zstd", "--sweep", "zstd.level=1,3", path("g2.npz"))
+    assert rep["frames"] == 2
+    assert [r["label"] for r in rep["rows"]][0] == "fp16"
+    assert len(rep["rows"]) == 3, [r["label"] for r in rep["rows"]]
+
+
 def test_sweep_expands_rows():
     rep = bench_json(path("g.npz"), "--pipeline", "zstd", "--sweep", "zstd.level=1,5,9")
     assert [r["sweep"] for r in rep["rows"]] == ["zstd.level=1", "zstd.level=5", "zstd.level=9"]
