@@ -4,6 +4,7 @@
 #include <gradcodec/stage.hpp>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #if defined(__SSE2__)
@@ -184,6 +185,9 @@ __attribute__((target("avx2"))) inline void transpose8(const uint8_t* p, uint64_
 // taken at column m−8 (for 3×3 kernels, m = 9, the one column is gathered instead: 1.13-1.15×
 // BM_bird_norms/9), so each lane adds its block's elements in order, exactly as run_norms
 // does (max(a, mx) is a > mx ? a : mx). Reads only the blocks' own bytes. Returns the blocks done.
+// kNine is m = 9, a loop of its own: with the other widths' runtime column range in the same
+// loop, the compiler kept the transposed columns in memory.
+template <bool kNine>
 __attribute__((target("avx2"))) uint64_t norms_avx2(const uint8_t* x, uint64_t blocks, uint64_t m, float* l1,
                                                     float* linf, Prefetcher& pf) noexcept {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
@@ -201,7 +205,7 @@ __attribute__((target("avx2"))) uint64_t norms_avx2(const uint8_t* x, uint64_t b
         s = _mm256_add_ps(s, a);
         mx = _mm256_max_ps(a, mx);
       }
-      if (m == 9) {  // one more column: gathered rather than a second transpose
+      if constexpr (kNine) {  // one more column: gathered rather than a second transpose
         const __m256i at = _mm256_setr_epi32(8, 17, 26, 35, 44, 53, 62, 71);
         const __m256 a = _mm256_and_ps(_mm256_i32gather_ps(reinterpret_cast<const float*>(p), at, 4), abs_mask);
         s = _mm256_add_ps(s, a);
@@ -302,7 +306,8 @@ void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float
   if (m < 16 && m > 0) {
     const uint8_t* x = ld.bytes() + 4 * first;
 #if defined(GRADCODEC_NORMS_AVX2)
-    if (wide && m >= 8 && has_avx2()) b = norms_avx2(x, blocks, m, l1, linf, pf);
+    if (wide && m >= 8 && has_avx2())
+      b = m == 9 ? norms_avx2<true>(x, blocks, m, l1, linf, pf) : norms_avx2<false>(x, blocks, m, l1, linf, pf);
 #else
     (void)wide;
 #endif
@@ -348,15 +353,49 @@ void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float
   }
 }
 
+#if defined(GRADCODEC_NORMS_AVX2)
+// The first 32·⌊n/32⌋ elements of v in one AVX2 pass: their largest (max_ps(x, top) is
+// x > top ? x : top from 0, as in bird_max: NaN never enters, so the grouping cannot change the
+// maximum) and whether any is Inf or NaN (|x| > FLT_MAX, or unordered). Returns the elements done.
+// Two scalar passes (bird_max, then the bits of each element) took a fifth of the time of the
+// 3×3 norms they summarise (in-cache norms over 6.4·10⁴ floats: 36 against 44 GB/s without).
+__attribute__((target("avx2"))) uint64_t scan_avx2(const float* v, uint64_t n, float& top, bool& nonfinite) noexcept {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 largest = _mm256_set1_ps(FLT_MAX);
+  __m256 mx[4], bad[4];
+  for (int j = 0; j < 4; ++j) mx[j] = _mm256_setzero_ps(), bad[j] = _mm256_setzero_ps();
+  uint64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int j = 0; j < 4; ++j) {
+      const __m256 x = _mm256_loadu_ps(v + i + 8 * j);
+      mx[j] = _mm256_max_ps(x, mx[j]);
+      bad[j] = _mm256_or_ps(bad[j], _mm256_cmp_ps(_mm256_and_ps(x, abs_mask), largest, _CMP_NLE_UQ));
+    }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, _mm256_max_ps(_mm256_max_ps(mx[0], mx[1]), _mm256_max_ps(mx[2], mx[3])));
+  float t = 0;
+  for (float x : lanes) t = x > t ? x : t;
+  top = t;
+  nonfinite = _mm256_movemask_ps(_mm256_or_ps(_mm256_or_ps(bad[0], bad[1]), _mm256_or_ps(bad[2], bad[3]))) != 0;
+  return i;
+}
+#endif
+
 // The summary of the L1 norms, taken a chunk at a time right after the chunk is made (while it
 // is in cache) rather than in passes of their own over all of them.
 class L1Scan {
  public:
   void add(const float* l1, uint64_t n) noexcept {
-    const float top = bird_max({l1, n});
+    uint64_t i = 0;
+    float top = 0;
+    bool bad = false;
+#if defined(GRADCODEC_NORMS_AVX2)
+    if (has_avx2()) i = scan_avx2(l1, n, top, bad);
+#endif
+    const float rest = bird_max({l1 + i, n - i});
+    top = rest > top ? rest : top;
     sum_.l1_max = top > sum_.l1_max ? top : sum_.l1_max;
-    uint32_t bad = 0;
-    for (uint64_t i = 0; i < n; ++i) {
+    for (; i < n; ++i) {
       uint32_t bits;
       std::memcpy(&bits, l1 + i, 4);
       bad |= (bits & 0x7f800000u) == 0x7f800000u;

@@ -297,6 +297,32 @@ static void check_summary(const stages::NormsSummary& got, const std::vector<flo
   CHECK(got.finite == finite);
 }
 
+TEST_CASE("bird norms' summary: the largest L1 norm and finiteness wherever the one odd block is", "[bird]") {
+  // The summary is taken a chunk of 1024 L1 norms at a time, 32 at a time with AVX2 and the rest
+  // one by one: one block larger than all others, or one +Inf, −Inf or NaN, is found at the start,
+  // at a vector's or a chunk's edge and in a chunk's tail (3000 blocks: chunks of 1024, 1024, 952).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (uint64_t m : {uint64_t{1}, uint64_t{9}}) {
+    for (uint64_t at : {0, 5, 31, 32, 1023, 1024, 1055, 2047, 2048, 2975, 2999}) {
+      for (float odd : {1e30f, INFINITY, -INFINITY, nan}) {
+        INFO("m=" << m << " odd block " << at << " value " << odd);
+        Rng r(at + 7);
+        std::vector<float> v(3000 * m);
+        for (auto& x : v) x = static_cast<float>(r.normal());
+        v[at * m + m / 2] = odd;
+        std::vector<float> l1, linf, c1, ci;
+        const auto got = stages::bird_norms(v, m, l1, linf);
+        check_summary(got, l1);
+        CHECK(got.finite == std::isfinite(odd));
+        const float want = std::isnan(odd) ? stages::bird_max(l1) : std::fabs(odd) + 0.0f;
+        if (!std::isnan(odd)) CHECK(got.l1_max >= want);
+        CHECK(!std::isnan(got.l1_max));
+        check_summary(stages::bird_norms_without_avx2(v, m, c1, ci), c1);
+      }
+    }
+  }
+}
+
 TEST_CASE("bird_max: the largest element, NaN never wins, 0 for an empty or all-negative span", "[bird]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   CHECK(stages::bird_max({}) == 0.0f);
