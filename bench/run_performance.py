@@ -59,11 +59,13 @@ def machine():
     return f"{model}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
 
 
-def google_benchmark(exe, flt, reps, min_time):
+def google_benchmark(exe, flt, reps, min_time, cpu=None):
+    """Medians of the benchmarks matching flt; on one CPU only when cpu is given."""
     out = tempfile.mktemp(suffix=".json")
+    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     sh([exe, f"--benchmark_filter={flt}", f"--benchmark_repetitions={reps}", "--benchmark_report_aggregates_only=true",
         f"--benchmark_min_time={min_time}", f"--benchmark_out={out}", "--benchmark_out_format=json"],
-       stdout=subprocess.DEVNULL)
+       stdout=subprocess.DEVNULL, preexec_fn=pin)
     with open(out) as f:
         data = json.load(f)
     os.remove(out)
@@ -126,6 +128,10 @@ def safetensors_count(path):
     return sum(1 for k in header if k != "__metadata__")
 
 
+# Benchmarks run pinned to each CPU in turn (cache-resident vector sum; the 3x3 BIRD norms over 10^7 floats).
+PER_CPU = ["BM_baseline/abs_sum/100000", "BM_bird_norms/9"]
+
+
 def mbps(b):
     return b["bytes_per_second"] / 1e6
 
@@ -170,6 +176,15 @@ def main():
             bird_round = gc_bench(exe, vgg, ["bird+"], 1, repeat)["bird+"]["encode_mbps"]
             paired.append((mbps(rd_round), bird_round))
         same = same_bytes(exe, vgg, MAIN, tmp)
+        # Each vCPU on its own: a cache-resident vector loop and the 3x3 norms, pinned to one CPU,
+        # the CPUs alternated round by round. Two threads can give at most (a + b) / max(a, b).
+        cpus = sorted(os.sched_getaffinity(0))
+        per_cpu = {c: {k: [] for k in PER_CPU} for c in cpus}
+        for _ in range(2 if a.quick else 5):
+            for c in cpus:
+                rows = google_benchmark(bench_exe, "|".join(f"{k}$" for k in PER_CPU), 1, 0.2, cpu=c)
+                for k in PER_CPU:
+                    per_cpu[c][k].append(mbps(rows[k]))
         # Threads on a snapshot with many tensors (the VGG16 stack 4 times: 110 tensors), 1 and 2
         # threads alternated round by round so that both see the same machine; medians per preset.
         many = os.path.join(tmp, "many.safetensors")
@@ -314,6 +329,17 @@ def main():
     for p in MAIN:
         e1, e2 = one[p]["encode_mbps"], two[p]["encode_mbps"]
         L.append(f"| {p} | {fmt(e1)} | {fmt(e2)} | {e2 / e1:.2f}× | {'yes' if same[p] else 'NO'} |")
+
+    if len(cpus) > 1:
+        L.append(f"\nEach vCPU alone (the benchmark pinned to it; CPUs alternated for {len(per_cpu[cpus[0]][PER_CPU[0]])} "
+                 "rounds, medians). A vector loop's speed on one vCPU is what a second thread adds; *ceiling* = "
+                 "(sum over the CPUs) ÷ (fastest CPU), the most `--threads 2` can give if every thread's work is "
+                 "like that loop's:\n")
+        L.append("| benchmark | " + " | ".join(f"CPU {c} MB/s" for c in cpus) + " | ceiling |")
+        L.append("| --- | " + " | ".join("---:" for _ in cpus) + " | ---: |")
+        for k in PER_CPU:
+            med = [statistics.median(per_cpu[c][k]) for c in cpus]
+            L.append(f"| `{k}` | " + " | ".join(fmt(m) for m in med) + f" | {sum(med) / max(med):.2f}× |")
 
     L.append(f"\n## Memory: encoding a {big_bytes / 1e9:.2f} GB snapshot (memory-mapped safetensors)\n")
     L.append(f"Largest tensor {largest / 1e6:.1f} MB; limit 3 × largest + 64 MB = {(3 * largest + 64e6) / 1e6:.1f} MB. "
