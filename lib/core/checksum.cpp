@@ -1,6 +1,7 @@
 #include "core/checksum.hpp"
 
 #include "core/checksum_avx2.hpp"
+#include "core/cpu.hpp"
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
@@ -10,7 +11,7 @@ namespace gradcodec {
 static_assert(sizeof(XXH3_state_t) <= Xxh3Stream::kStateBytes && alignof(XXH3_state_t) <= 64);
 
 bool xxh3_vectorised() noexcept {
-  static const bool yes = __builtin_cpu_supports("avx2") && xxh3_avx2_state_bytes() <= Xxh3Stream::kStateBytes;
+  static const bool yes = cpu_avx2() && xxh3_avx2_state_bytes() <= Xxh3Stream::kStateBytes;
   return yes;
 }
 

@@ -1,9 +1,10 @@
 #include <gradcodec/half.hpp>
 
+#include "core/cpu.hpp"
+
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define GRADCODEC_HALF_F16C 1
 #endif
@@ -111,13 +112,7 @@ __attribute__((target("f16c,avx"))) void f32_to_f16_f16c(const float* src, uint6
 
 void f32_to_f16_n(const float* src, uint64_t n, uint8_t* dst) noexcept {
 #if defined(GRADCODEC_HALF_F16C)
-  // F16C is CPUID leaf 1, ECX bit 29 (not a name every compiler's __builtin_cpu_supports knows);
-  // "avx" also tells that the OS saves the YMM registers.
-  static const bool f16c = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0 && __builtin_cpu_supports("avx");
-  }();
-  if (f16c) return f32_to_f16_f16c(src, n, dst);
+  if (cpu_f16c()) return f32_to_f16_f16c(src, n, dst);
 #endif
   f32_to_f16_n_portable(src, n, dst);
 }

@@ -1,5 +1,7 @@
 #include "quantize/expand.hpp"
 
+#include "core/cpu.hpp"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define GRADCODEC_EXPAND_AVX512 1
@@ -82,17 +84,12 @@ __attribute__((target("avx512f,avx512vl"))) void scale8_avx512(const uint8_t* in
 #pragma GCC diagnostic pop
 #endif
 
-bool has_avx512() noexcept {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-  return yes;
-}
-
 }  // namespace
 #endif
 
 bool expand_vectorised() noexcept {
 #if defined(GRADCODEC_EXPAND_AVX512)
-  return has_avx512();
+  return cpu_avx512vl();
 #else
   return false;
 #endif
@@ -100,14 +97,14 @@ bool expand_vectorised() noexcept {
 
 void expand_codes(const uint8_t* in, uint64_t count, unsigned width, const float* table, float* out) noexcept {
 #if defined(GRADCODEC_EXPAND_AVX512)
-  if (has_avx512()) return expand_avx512(in, count, width, table, out);
+  if (cpu_avx512vl()) return expand_avx512(in, count, width, table, out);
 #endif
   expand_codes_portable(in, count, width, table, out);
 }
 
 void scale_codes8(const uint8_t* in, uint64_t count, double step, const double* signed_level, float* out) noexcept {
 #if defined(GRADCODEC_EXPAND_AVX512)
-  if (has_avx512()) return scale8_avx512(in, count, step, signed_level, out);
+  if (cpu_avx512vl()) return scale8_avx512(in, count, step, signed_level, out);
 #endif
   scale_codes8_portable(in, count, step, signed_level, out);
 }

@@ -1,6 +1,7 @@
 #include "quantize/qsgd_levels.hpp"
 
 #include "quantize/codes.hpp"
+#include "core/cpu.hpp"
 
 #include <gradcodec/rng.hpp>
 
@@ -86,8 +87,7 @@ __attribute__((target("avx512f,avx512dq"))) void codes_avx512(const float* x, ui
 
 bool qsgd_codes_vectorised() noexcept {
 #if defined(GRADCODEC_QSGD_AVX512)
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  return yes;
+  return cpu_avx512dq();
 #else
   return false;
 #endif

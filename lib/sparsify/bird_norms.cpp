@@ -1,5 +1,7 @@
 #include "sparsify/bird_norms.hpp"
 
+#include "core/cpu.hpp"
+
 #include <gradcodec/error.hpp>
 #include <gradcodec/stage.hpp>
 
@@ -150,11 +152,6 @@ class Prefetcher {
 };
 
 #if defined(GRADCODEC_NORMS_AVX2)
-bool has_avx2() noexcept {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
-
 // The 8×8 f32 matrix whose row j is r[j], transposed: lane j of o[c] is lane c of r[j].
 __attribute__((target("avx2"))) inline void transpose8(const __m256* r, __m256* o) noexcept {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -306,7 +303,7 @@ void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float
   if (m < 16 && m > 0) {
     const uint8_t* x = ld.bytes() + 4 * first;
 #if defined(GRADCODEC_NORMS_AVX2)
-    if (wide && m >= 8 && has_avx2())
+    if (wide && m >= 8 && cpu_avx2())
       b = m == 9 ? norms_avx2<true>(x, blocks, m, l1, linf, pf) : norms_avx2<false>(x, blocks, m, l1, linf, pf);
 #else
     (void)wide;
@@ -334,7 +331,7 @@ void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float
     }
   }
 #if defined(GRADCODEC_NORMS_AVX2)
-  if (wide && m >= 16 && m < kMidBlock && has_avx2()) b = mid_norms_avx2(ld.bytes() + 4 * first, blocks, m, l1, linf, pf);
+  if (wide && m >= 16 && m < kMidBlock && cpu_avx2()) b = mid_norms_avx2(ld.bytes() + 4 * first, blocks, m, l1, linf, pf);
 #endif
   for (; b < blocks; ++b) {
     const uint64_t at = first + b * m;
@@ -390,7 +387,7 @@ class L1Scan {
     float top = 0;
     bool bad = false;
 #if defined(GRADCODEC_NORMS_AVX2)
-    if (has_avx2()) i = scan_avx2(l1, n, top, bad);
+    if (cpu_avx2()) i = scan_avx2(l1, n, top, bad);
 #endif
     const float rest = bird_max({l1 + i, n - i});
     top = rest > top ? rest : top;
@@ -508,7 +505,7 @@ NormsSummary bird_norms_without_avx2(std::span<const float> v, uint64_t m, std::
 
 bool bird_norms_avx2() noexcept {
 #if defined(GRADCODEC_NORMS_AVX2)
-  return has_avx2();
+  return cpu_avx2();
 #else
   return false;
 #endif

@@ -1,5 +1,7 @@
 #include "sparsify/bird_stage1.hpp"
 
+#include "core/cpu.hpp"
+
 #include <algorithm>
 #include <bit>
 
@@ -78,10 +80,6 @@ __attribute__((target("avx512f,avx512dq"))) size_t decide_avx512(const float* l1
 #pragma GCC diagnostic pop
 #endif
 
-bool has_avx512() noexcept {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  return yes;
-}
 #endif
 
 template <class Decide>
@@ -104,7 +102,7 @@ void bird_stage1_portable(std::span<const float> l1, float lmax, double inv1, co
 
 bool bird_stage1_vectorised() noexcept {
 #if defined(GRADCODEC_BIRD_AVX512)
-  return has_avx512();
+  return cpu_avx512dq();
 #else
   return false;
 #endif
@@ -112,7 +110,7 @@ bool bird_stage1_vectorised() noexcept {
 
 void bird_stage1(std::span<const float> l1, float lmax, double inv1, const Rng& r, std::vector<uint64_t>& out) {
 #if defined(GRADCODEC_BIRD_AVX512)
-  if (has_avx512()) return run(l1, lmax, inv1, r, out, decide_avx512);
+  if (cpu_avx512dq()) return run(l1, lmax, inv1, r, out, decide_avx512);
 #endif
   run(l1, lmax, inv1, r, out, decide_portable);
 }
