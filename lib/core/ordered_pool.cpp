@@ -35,66 +35,68 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
   auto admit = [&] {
     return next == committed || (next < committed + most && in_flight + bytes[next] <= budget);
   };
+  // Starts item next (lk held), runs it without the lock and records how it ended.
+  auto run_next = [&](std::unique_lock<std::mutex>& lk) {
+    const size_t i = next++;
+    in_flight += bytes[i];
+    lk.unlock();
+    std::exception_ptr error;
+    uint64_t keeps = bytes[i];
+    try {
+      keeps = std::min(work(i), bytes[i]);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lk.lock();
+    in_flight -= bytes[i] - keeps;  // what the finished item no longer holds admits the next ones
+    held[i] = keeps;
+    if (error) stop = true;
+    errors[i] = std::move(error);
+    done[i] = 1;
+  };
   auto worker = [&] {
+    std::unique_lock<std::mutex> lk(mu);
     for (;;) {
-      size_t i;
-      {
-        std::unique_lock<std::mutex> lk(mu);
-        cv.wait(lk, [&] { return stop || next >= count || admit(); });
-        if (stop || next >= count) return;
-        i = next++;
-        in_flight += bytes[i];
-      }
-      std::exception_ptr error;
-      uint64_t keeps = bytes[i];
-      try {
-        keeps = std::min(work(i), bytes[i]);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        in_flight -= bytes[i] - keeps;  // what the finished item no longer holds admits the next ones
-        held[i] = keeps;
-        if (error) stop = true;
-        errors[i] = std::move(error);
-        done[i] = 1;
-      }
+      cv.wait(lk, [&] { return stop || next >= count || admit(); });
+      if (stop || next >= count) return;
+      run_next(lk);
       cv.notify_all();
     }
   };
+  // The calling thread is one of the `threads`: it commits every finished item at the head,
+  // works on the next item when there is none, and waits only when it can do neither. (With a
+  // committing thread of its own beside `threads` workers, two vCPUs ran three threads, and every
+  // item finished woke the committer.)
   std::vector<std::thread> pool;
-  const size_t workers = std::min<size_t>(threads, count);
-  pool.reserve(workers);
-  std::exception_ptr failure;
+  pool.reserve(std::min<size_t>(threads, count) - 1);
   try {
-    for (size_t k = 0; k < workers; ++k) pool.emplace_back(worker);
-  } catch (...) {  // a thread that could not be created: stop the ones that were
-    failure = std::current_exception();
+    for (size_t k = 1; k < std::min<size_t>(threads, count); ++k) pool.emplace_back(worker);
+  } catch (...) {  // a thread that could not be created: the calling thread and those that were do the work
   }
-  for (size_t i = 0; i < count && !failure; ++i) {
-    {
-      std::unique_lock<std::mutex> lk(mu);
-      cv.wait(lk, [&] { return done[i] != 0; });
-      failure = errors[i];
-    }
-    if (!failure) {
-      try {
-        commit(i);
-      } catch (...) {
-        failure = std::current_exception();
+  std::exception_ptr failure;
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    while (committed < count && !failure) {
+      if (done[committed]) {
+        const size_t i = committed;
+        failure = errors[i];
+        if (failure) break;
+        lk.unlock();
+        try {
+          commit(i);
+        } catch (...) {
+          failure = std::current_exception();
+        }
+        lk.lock();
+        in_flight -= held[i];
+        ++committed;
+        cv.notify_all();  // what item i held admits the next ones
+      } else if (!stop && next < count && admit()) {
+        run_next(lk);
+      } else {
+        cv.wait(lk);  // a worker finishes an item
       }
     }
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      in_flight -= held[i];
-      ++committed;
-      if (failure) stop = true;
-    }
-    cv.notify_all();
-  }
-  {
-    std::lock_guard<std::mutex> lk(mu);
     stop = true;
   }
   cv.notify_all();

@@ -9,9 +9,10 @@
 
 namespace gradcodec {
 
-// Runs work(i) for every i in [0, bytes.size()) on `threads` workers and commit(i) on the
-// calling thread for i = 0, 1, 2, … in order, each as soon as work(i) has returned. Items are
-// started in order. bytes[i] is the memory item i holds while work(i) runs; work(i) returns what
+// Runs work(i) for every i in [0, bytes.size()) on `threads` threads, the calling thread one of
+// them, and commit(i) on the calling thread for i = 0, 1, 2, … in order: the calling thread
+// commits every finished item at the head before it takes an item to work on (so an item's
+// commit can wait for the end of the caller's own work(j)). Items are started in order. bytes[i] is the memory item i holds while work(i) runs; work(i) returns what
 // it still holds from then to the end of commit(i) (an encoder's records are far smaller than
 // its tensors; more than bytes[i] counts as bytes[i]). Items started and not yet committed hold
 // at most (threads + ½) × max(bytes) by that count, and at most 4 × threads of them run or wait
