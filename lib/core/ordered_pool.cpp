@@ -10,7 +10,7 @@
 namespace gradcodec {
 
 void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<uint64_t(size_t)>& work,
-                 const std::function<void(size_t)>& commit) {
+                 const std::function<void(size_t)>& commit, CommitOn on) {
   const size_t count = bytes.size();
   if (threads <= 1 || count <= 1) {
     for (size_t i = 0; i < count; ++i) {
@@ -54,49 +54,64 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
     errors[i] = std::move(error);
     done[i] = 1;
   };
-  auto worker = [&] {
-    std::unique_lock<std::mutex> lk(mu);
-    for (;;) {
-      cv.wait(lk, [&] { return stop || next >= count || admit(); });
-      if (stop || next >= count) return;
-      run_next(lk);
+  std::exception_ptr failure;  // the lowest failing item's error, or a commit's
+  bool committing = false;     // a thread is committing the head items
+  // Commits the finished items at the head, in order (lk held; released around each commit).
+  auto commit_head = [&](std::unique_lock<std::mutex>& lk) {
+    committing = true;
+    while (!failure && committed < count && done[committed]) {
+      const size_t i = committed;
+      if (errors[i]) {
+        failure = errors[i];
+        break;
+      }
+      lk.unlock();
+      std::exception_ptr error;
+      try {
+        commit(i);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lk.lock();
+      in_flight -= held[i];  // what item i held admits the next ones
+      ++committed;
+      if (error) failure = error;
       cv.notify_all();
     }
+    if (failure) stop = true;
+    committing = false;
   };
-  // The calling thread is one of the `threads`: it commits every finished item at the head,
-  // works on the next item when there is none, and waits only when it can do neither. (With a
-  // committing thread of its own beside `threads` workers, two vCPUs ran three threads, and every
-  // item finished woke the committer.)
+  // Every thread, the caller included: commit the head items when this thread may and no other
+  // is, else start the next item when it is admitted, else wait. A worker leaves when no item is
+  // left to start (the threads still working commit what they finish); the caller stays until
+  // every item is committed or one has failed.
+  auto loop = [&](bool caller) {
+    std::unique_lock<std::mutex> lk(mu);
+    for (;;) {
+      if ((caller || on == CommitOn::AnyThread) && !committing && !failure && committed < count && done[committed]) {
+        commit_head(lk);
+        cv.notify_all();  // a failure ends the caller's wait
+        continue;
+      }
+      if (failure || committed == count) return;
+      if (!stop && next < count && admit()) {
+        run_next(lk);
+        cv.notify_all();
+        continue;
+      }
+      if (!caller && (stop || next >= count)) return;
+      cv.wait(lk);
+    }
+  };
   std::vector<std::thread> pool;
   pool.reserve(std::min<size_t>(threads, count) - 1);
   try {
-    for (size_t k = 1; k < std::min<size_t>(threads, count); ++k) pool.emplace_back(worker);
+    for (size_t k = 1; k < std::min<size_t>(threads, count); ++k) pool.emplace_back(loop, false);
   } catch (...) {  // a thread that could not be created: the calling thread and those that were do the work
   }
-  std::exception_ptr failure;
+  loop(true);
   {
-    std::unique_lock<std::mutex> lk(mu);
-    while (committed < count && !failure) {
-      if (done[committed]) {
-        const size_t i = committed;
-        failure = errors[i];
-        if (failure) break;
-        lk.unlock();
-        try {
-          commit(i);
-        } catch (...) {
-          failure = std::current_exception();
-        }
-        lk.lock();
-        in_flight -= held[i];
-        ++committed;
-        cv.notify_all();  // what item i held admits the next ones
-      } else if (!stop && next < count && admit()) {
-        run_next(lk);
-      } else {
-        cv.wait(lk);  // a worker finishes an item
-      }
-    }
+    std::lock_guard<std::mutex> lk(mu);
     stop = true;
   }
   cv.notify_all();

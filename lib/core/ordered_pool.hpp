@@ -10,9 +10,11 @@
 namespace gradcodec {
 
 // Runs work(i) for every i in [0, bytes.size()) on `threads` threads, the calling thread one of
-// them, and commit(i) on the calling thread for i = 0, 1, 2, … in order: the calling thread
-// commits every finished item at the head before it takes an item to work on (so an item's
-// commit can wait for the end of the caller's own work(j)). Items are started in order. bytes[i] is the memory item i holds while work(i) runs; work(i) returns what
+// them, and commit(i) for i = 0, 1, 2, … in order, one at a time. A thread commits every
+// finished item at the head before it takes an item to work on; with CommitOn::Caller only the
+// calling thread commits (so a finished item can wait for the end of the caller's own work(j)),
+// with CommitOn::AnyThread the thread that finishes the head item commits it and the finished
+// items behind it. Items are started in order. bytes[i] is the memory item i holds while work(i) runs; work(i) returns what
 // it still holds from then to the end of commit(i) (an encoder's records are far smaller than
 // its tensors; more than bytes[i] counts as bytes[i]). Items started and not yet committed hold
 // at most (threads + ½) × max(bytes) by that count, and at most 4 × threads of them run or wait
@@ -25,7 +27,13 @@ namespace gradcodec {
 // thread count). An exception from commit(i) stops the pool the same way. Every worker has
 // joined when run_ordered returns or throws. With threads ≤ 1 (or one item) everything runs on
 // the calling thread: work(0), commit(0), work(1), …
+enum class CommitOn {
+  Caller,     // commit(i) on the calling thread only (the decoder: the sink runs where it was called)
+  AnyThread,  // commit(i) on whichever thread finds item i finished at the head, never two at once
+              // (the encoder: a thread that finishes a tensor writes the records that are ready,
+              // so no finished record waits for the caller's own tensor)
+};
 void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<uint64_t(size_t)>& work,
-                 const std::function<void(size_t)>& commit);
+                 const std::function<void(size_t)>& commit, CommitOn on = CommitOn::Caller);
 
 }  // namespace gradcodec

@@ -195,7 +195,8 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       [&](size_t i) {
         commit(*slots[i]);
         slots[i].reset();  // the tensor and its streams are freed before the next is admitted
-      });
+      },
+      CommitOn::AnyThread);  // the writer is used by one thread at a time, in record order
   ++frame_;
   return outcomes;
 }

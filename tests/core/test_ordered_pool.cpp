@@ -21,12 +21,17 @@ namespace {
 // Work whose duration falls with the index, so later items finish before earlier ones.
 void busy(size_t i, size_t n) { std::this_thread::sleep_for(std::chrono::microseconds(50 * (n - i))); }
 
+// Both ways of committing: on the calling thread only (the decoder), on any thread (the encoder).
+const CommitOn kModes[] = {CommitOn::Caller, CommitOn::AnyThread};
+
 }  // namespace
 
 TEST_CASE("run_ordered: every item worked once and committed in order, for 1 to 5 threads", "[pool]") {
-  for (unsigned threads : {1u, 2u, 3u, 5u}) {
-    INFO(threads << " threads");
+  for (unsigned threads : {1u, 2u, 3u, 5u})
+  for (CommitOn on : kModes) {
+    INFO(threads << " threads, commit on " << (on == CommitOn::Caller ? "caller" : "any thread"));
     const size_t n = 40;
+    std::atomic<int> committing{0};
     std::vector<uint64_t> bytes(n, 100);
     std::vector<std::atomic<int>> worked(n);
     std::vector<size_t> committed;
@@ -43,10 +48,13 @@ TEST_CASE("run_ordered: every item worked once and committed in order, for 1 to 
           return bytes[i];
         },
         [&](size_t i) {
-          CHECK(worked[i] == 1);  // commit(i) only after work(i) returned
-          CHECK(std::this_thread::get_id() == caller);  // commits on the calling thread only
+          CHECK(committing.fetch_add(1) == 0);  // never two commits at once
+          CHECK(worked[i] == 1);                // commit(i) only after work(i) returned
+          if (on == CommitOn::Caller) CHECK(std::this_thread::get_id() == caller);
           committed.push_back(i);
-        });
+          committing.fetch_sub(1);
+        },
+        on);
     for (size_t i = 0; i < n; ++i) CHECK(worked[i] == 1);
     REQUIRE(committed.size() == n);
     for (size_t i = 0; i < n; ++i) CHECK(committed[i] == i);
@@ -61,8 +69,9 @@ TEST_CASE("run_ordered: every item worked once and committed in order, for 1 to 
 
 TEST_CASE("run_ordered: the lowest failing item's error, after every earlier commit, for any thread count",
           "[pool]") {
-  for (unsigned threads : {1u, 2u, 3u, 5u}) {
-    INFO(threads << " threads");
+  for (unsigned threads : {1u, 2u, 3u, 5u})
+  for (CommitOn on : kModes) {
+    INFO(threads << " threads, commit on " << (on == CommitOn::Caller ? "caller" : "any thread"));
     const size_t n = 30;
     std::vector<uint64_t> bytes(n, 1);
     std::vector<size_t> committed;
@@ -76,7 +85,7 @@ TEST_CASE("run_ordered: the lowest failing item's error, after every earlier com
             if (i == 7 || i == 9) throw std::runtime_error("item " + std::to_string(i));
             return bytes[i];
           },
-          [&](size_t i) { committed.push_back(i); });
+          [&](size_t i) { committed.push_back(i); }, on);
       FAIL("no error");
     } catch (const std::runtime_error& e) {
       CHECK(std::string(e.what()) == "item 7");
@@ -90,8 +99,9 @@ TEST_CASE("run_ordered: the lowest failing item's error, after every earlier com
 }
 
 TEST_CASE("run_ordered: an error from commit stops the pool and is rethrown", "[pool]") {
-  for (unsigned threads : {1u, 2u, 4u}) {
-    INFO(threads << " threads");
+  for (unsigned threads : {1u, 2u, 4u})
+  for (CommitOn on : kModes) {
+    INFO(threads << " threads, commit on " << (on == CommitOn::Caller ? "caller" : "any thread"));
     const size_t n = 100;
     std::vector<uint64_t> bytes(n, 1);
     std::atomic<size_t> worked{0};
@@ -105,7 +115,8 @@ TEST_CASE("run_ordered: an error from commit stops the pool and is rethrown", "[
                           [&](size_t i) {
                             if (i == 3) throw std::runtime_error("sink full");
                             committed.push_back(i);
-                          }),
+                          },
+                          on),
                       "sink full");
     CHECK(committed == std::vector<size_t>{0, 1, 2});
     CHECK(worked <= 4 + threads);  // 0..3 and what was admitted before the stop: `threads` equal items
@@ -122,8 +133,9 @@ TEST_CASE("run_ordered: items in flight stay within (threads + 1/2) x the larges
     for (int j = 0; j < 10; ++j) bytes.push_back(10);
     bytes.push_back(600);
   }
-  for (unsigned threads : {2u, 3u}) {
-    INFO(threads << " threads");
+  for (unsigned threads : {2u, 3u})
+  for (CommitOn on : kModes) {
+    INFO(threads << " threads, commit on " << (on == CommitOn::Caller ? "caller" : "any thread"));
     const uint64_t budget = threads * 1000 + 500;
     std::mutex mu;
     uint64_t in_flight = 0, peak_bytes = 0;
@@ -145,7 +157,8 @@ TEST_CASE("run_ordered: items in flight stay within (threads + 1/2) x the larges
           std::lock_guard<std::mutex> lk(mu);
           in_flight -= bytes[i];
           --items;
-        });
+        },
+        on);
     CHECK(peak_bytes <= budget);
     CHECK(peak_items <= 4 * threads);
     CHECK(peak_items >= 2);  // and it did run items at once
@@ -159,41 +172,52 @@ TEST_CASE("run_ordered: what a finished item no longer holds admits the next one
   // when they finish: while item 0 is still running, items 1, 2, 3, … run one after another on
   // the other thread. Item 0 waits (at most 10 s, never a hang) until item 3 has been worked;
   // counted as held for the whole wait, items 2 and 3 could not start before item 0 commits.
-  const size_t n = 40;
-  std::vector<uint64_t> bytes(n, 100);
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t worked_past = 0;  // items > 0 worked
-  bool saw_item3 = false;
-  size_t waiting = 0, peak_waiting = 0;  // items worked and not yet committed
-  uint64_t charged = 0, peak_charged = 0;  // running items' bytes + finished items' holdings
-  run_ordered(
-      bytes, 2,
-      [&](size_t i) -> uint64_t {
-        std::unique_lock<std::mutex> lk(mu);
-        charged += bytes[i];
-        peak_charged = std::max(peak_charged, charged);
-        if (i == 0) {
-          saw_item3 = cv.wait_for(lk, std::chrono::seconds(10), [&] { return worked_past >= 3; });
-        } else {
-          ++worked_past;
-          cv.notify_all();
-        }
-        const uint64_t keeps = i == 0 ? 100 : (i % 7 == 0 ? 500 : 0);  // more than bytes[i] counts as bytes[i]
-        charged -= bytes[i] - std::min(keeps, bytes[i]);
-        ++waiting;
-        peak_waiting = std::max(peak_waiting, waiting);
-        return keeps;
-      },
-      [&](size_t i) {
-        std::lock_guard<std::mutex> lk(mu);
-        charged -= i == 0 ? 100 : (i % 7 == 0 ? 100 : 0);
-        --waiting;
-      });
-  CHECK(saw_item3);
-  CHECK(charged == 0);
-  CHECK(peak_charged <= 250);  // the budget, by what the items hold
-  CHECK(peak_waiting <= 8);    // 4 × threads items started and not committed
+  for (CommitOn on : kModes) {
+    INFO("commit on " << (on == CommitOn::Caller ? "caller" : "any thread"));
+    const size_t n = 40;
+    std::vector<uint64_t> bytes(n, 100);
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t worked_past = 0;  // items > 0 worked
+    bool saw_item3 = false;
+    size_t waiting = 0, peak_waiting = 0;  // items worked and not yet committed
+    uint64_t charged = 0, peak_charged = 0;  // running items' bytes + finished items' holdings
+    std::thread::id work0, commit0;
+    const auto caller = std::this_thread::get_id();
+    run_ordered(
+        bytes, 2,
+        [&](size_t i) -> uint64_t {
+          std::unique_lock<std::mutex> lk(mu);
+          if (i == 0) work0 = std::this_thread::get_id();
+          charged += bytes[i];
+          peak_charged = std::max(peak_charged, charged);
+          if (i == 0) {
+            saw_item3 = cv.wait_for(lk, std::chrono::seconds(10), [&] { return worked_past >= 3; });
+          } else {
+            ++worked_past;
+            cv.notify_all();
+          }
+          const uint64_t keeps = i == 0 ? 100 : (i % 7 == 0 ? 500 : 0);  // more than bytes[i] counts as bytes[i]
+          charged -= bytes[i] - std::min(keeps, bytes[i]);
+          ++waiting;
+          peak_waiting = std::max(peak_waiting, waiting);
+          return keeps;
+        },
+        [&](size_t i) {
+          std::lock_guard<std::mutex> lk(mu);
+          if (i == 0) commit0 = std::this_thread::get_id();
+          charged -= i == 0 ? 100 : (i % 7 == 0 ? 100 : 0);
+          --waiting;
+        },
+        on);
+    CHECK(saw_item3);
+    CHECK(charged == 0);
+    CHECK(peak_charged <= 250);  // the budget, by what the items hold
+    CHECK(peak_waiting <= 8);    // 4 × threads items started and not committed
+    // Caller: every commit on the calling thread. Any thread: the thread that finishes the head
+    // item commits it (and the finished items behind it) at once, whichever thread that is.
+    CHECK(commit0 == (on == CommitOn::Caller ? caller : work0));
+  }
 }
 
 TEST_CASE("run_ordered: no items, one item", "[pool]") {
