@@ -314,8 +314,7 @@ TEST_CASE("bird norms' summary: the largest L1 norm and finiteness wherever the 
         const auto got = stages::bird_norms(v, m, l1, linf);
         check_summary(got, l1);
         CHECK(got.finite == std::isfinite(odd));
-        const float want = std::isnan(odd) ? stages::bird_max(l1) : std::fabs(odd) + 0.0f;
-        if (!std::isnan(odd)) CHECK(got.l1_max >= want);
+        if (!std::isnan(odd)) CHECK(got.l1_max >= std::fabs(odd));  // the odd block's L1 is the largest
         CHECK(!std::isnan(got.l1_max));
         check_summary(stages::bird_norms_without_avx2(v, m, c1, ci), c1);
       }
