@@ -18,7 +18,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 inline float f32_of(double s) noexcept { return s > static_cast<double>(FLT_MAX) ? INFINITY : static_cast<float>(s); }
 
 // One Bernoulli(q) trial of BIRD+ with q = λ·p^γ (γ = ∞: q = λ·[p = 1]). The cheap bounds
-// p^γ ≤ p (γ ≥ 1) and p^γ ≥ p (γ < 1) settle most trials without calling pow.
+// p^γ ≤ p (γ ≥ 1) and p^γ ≥ p (γ < 1) settle most trials without calling pow. (Many trials go
+// through PowLess instead: the same decisions, u < pow(p, γ), for finite γ > 0.)
 inline bool plus_trial(double u, float p, const GammaFit& g) noexcept {
   if (g.gamma == kInf) return p >= 1.0f && u < g.lambda;
   if (p >= 1.0f || g.gamma == 0) return true;  // q = 1 > u
@@ -31,7 +32,23 @@ inline bool plus_trial(double u, float p, const GammaFit& g) noexcept {
   return u < std::pow(pd, g.gamma);
 }
 
+// Below this many trials the table's 257 calls of pow cost more than they save.
+constexpr size_t kPowTableFrom = 2048;
+
 }  // namespace
+
+PowLess::PowLess(double gamma) : gamma_(gamma) {
+  // Margins for pow's rounding (under 1 ulp, i.e. 2.2·10⁻¹⁶ relative) and for results in the
+  // subnormal range (absolute): every p in [a_k, a_k+1) has lo_[k] < pow(p, γ) < hi_[k].
+  constexpr double kRel = 1e-12, kAbs = 0x1p-900;
+  double below = std::pow(0.0, gamma);
+  for (int k = 0; k < 256; ++k) {
+    const double above = std::pow((k + 1) / 256.0, gamma);
+    lo_[k] = below * (1 - kRel) - kAbs;
+    hi_[k] = above * (1 + kRel) + kAbs;
+    below = above;
+  }
+}
 
 GammaFit bird_fit_gamma(std::span<const float> pinf, double target) {
   const double n = static_cast<double>(pinf.size());
@@ -130,7 +147,12 @@ BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf
     sel.gamma = g.gamma;
     sel.lambda = g.lambda;
     uint64_t k = 0;
-    for (size_t j = 0; j < u_set.size(); ++j) k += plus_trial(r2.uniform_at(u_set[j]), pinf[j], g);
+    if (g.gamma > 0 && g.gamma != kInf && u_set.size() >= kPowTableFrom) {
+      const PowLess less(g.gamma);  // p ≥ 1 gives pow(p, γ) ≥ 1 > u: plus_trial's decision
+      for (size_t j = 0; j < u_set.size(); ++j) k += less(r2.uniform_at(u_set[j]), pinf[j]);
+    } else {
+      for (size_t j = 0; j < u_set.size(); ++j) k += plus_trial(r2.uniform_at(u_set[j]), pinf[j], g);
+    }
     if (g.gamma == kInf && g.lambda < 1) {
       uint64_t c1 = 0;
       for (float p : pinf) c1 += p >= 1.0f;

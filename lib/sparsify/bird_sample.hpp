@@ -35,6 +35,7 @@
 
 #include <gradcodec/stage.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -61,6 +62,32 @@ struct GammaFit {
   double lambda = 1;
 };
 GammaFit bird_fit_gamma(std::span<const float> pinf, double target);
+
+// BIRD+'s trial u < p^γ (γ finite and > 0, p in [0, 1)), decided as `u < std::pow(double(p), γ)`
+// decides it, but mostly from a table of a^γ at the 257 points a = k/256: for p in [a_k, a_k+1),
+// p^γ lies between the table's two entries (p^γ rises with p), so u below the lower one, with a
+// margin of 10⁻¹² for pow's rounding, succeeds and u at or above the upper one fails. Only u inside
+// the band [a_k^γ, a_k+1^γ] so widened calls pow (at most about γ/256 of the trials for γ ≥ 1).
+class PowLess {
+ public:
+  explicit PowLess(double gamma);
+  // Whether u < pow(p, γ), for any p (p outside [0, 1), NaN included, goes to pow). Without a
+  // branch on the outcome itself, which is a coin toss the CPU cannot predict.
+  bool operator()(double u, float p) const noexcept {
+    if (!(p >= 0.0f && p < 1.0f)) [[unlikely]]
+      return u < std::pow(static_cast<double>(p), gamma_);
+    const auto k = static_cast<uint32_t>(p * 256.0f);  // exact: p·2⁸ < 256, truncated
+    const double lo = lo_[k], hi = hi_[k];
+    if ((u >= lo) & (u < hi)) [[unlikely]]
+      return u < std::pow(static_cast<double>(p), gamma_);
+    return u < lo;
+  }
+
+ private:
+  double gamma_;
+  double lo_[256];  // a_k^γ·(1 − 10⁻¹²): every p ≥ a_k has pow(p, γ) above it
+  double hi_[256];  // a_k+1^γ·(1 + 10⁻¹²): every p < a_k+1 has pow(p, γ) below it
+};
 
 // Runs both stages on `v` (blocks·m elements, block-major). Draws from ctx.rng(Stage1),
 // ctx.rng(Stage2) and ctx.rng(Select). O(d) for the norms plus O(B) for the sampling.

@@ -6,7 +6,8 @@
 //    shapes; BIRD per tensor (exact for both) and per block where the L∞ stage is neutral, and
 //    BIRD's per-block bias on realistic data (the paper's "approximate" invariance);
 //  - gamma: kept blocks non-increasing in gamma for every seed; keep=f lands within ±10% of f
-//    (mean over seeds) on the bundled snapshot; the gamma solver itself;
+//    (mean over seeds) on the bundled snapshot; the gamma solver itself; the table that
+//    settles BIRD+'s trials without pow gives pow's decisions exactly;
 //  - the plan's in-place norms equal the encoder's bit for bit (every dtype, long rows);
 //  - all-zero, single-block, NaN/Inf tensors; exact stream sizes of the paper's wire; corrupt
 //    side streams; parameter refusals and presets.
@@ -780,6 +781,38 @@ TEST_CASE("bird gamma solver meets the target count", "[bird]") {
   auto thin = stages::bird_fit_gamma(p, 0.5);  // T ≤ c₁ = 2: gamma ∞, λ = T / c₁
   CHECK(std::isinf(thin.gamma));
   CHECK(thin.lambda == 0.25);
+}
+
+TEST_CASE("bird+ trial table: PowLess decides u < p^gamma exactly as pow does", "[bird]") {
+  // Random (u, p) pairs, and the pairs where the table could go wrong: p on and next to the
+  // table's points k/256, tiny and subnormal p, u equal to pow(p, γ) and its neighbours, u = 0.
+  Rng r(2024);
+  std::vector<float> ps = {0.0f, std::numeric_limits<float>::denorm_min(), 1e-30f, 1e-7f, std::nextafter(1.0f, 0.0f),
+                           1.0f, std::numeric_limits<float>::quiet_NaN()};
+  for (int k = 1; k < 256; ++k) {
+    const float a = static_cast<float>(k) / 256.0f;
+    ps.insert(ps.end(), {a, std::nextafter(a, 0.0f), std::nextafter(a, 1.0f)});
+  }
+  for (int i = 0; i < 20000; ++i) ps.push_back(static_cast<float>(r.uniform()));
+  for (double gamma : {0.25, 0.7, 1.0, 1.4, 2.0, 8.0, 50.0, 1e6}) {
+    const stages::PowLess less(gamma);
+    uint64_t checked = 0, mismatches = 0, successes = 0;
+    for (float p : ps) {
+      const double q = std::pow(static_cast<double>(p), gamma);
+      std::vector<double> us = {0.0, r.uniform(), r.uniform(), 0x1p-53};
+      if (q > 0 && q < 1) us.insert(us.end(), {q, std::nextafter(q, 0.0), std::nextafter(q, 1.0)});
+      for (double u : us) {
+        const bool want = u < q;
+        mismatches += less(u, p) != want;
+        successes += want;
+        ++checked;
+      }
+    }
+    INFO("gamma " << gamma << ": " << checked << " trials, " << successes << " successes");
+    CHECK(mismatches == 0);
+    CHECK(successes > 0);  // both outcomes are exercised
+    CHECK(successes < checked);
+  }
 }
 
 TEST_CASE("bird handles all-zero, single-block and non-finite tensors", "[bird]") {
