@@ -123,11 +123,13 @@ void add_input_options(CLI::App& app, InputOptions& opt) {
 }
 
 void add_nonfinite_option(CLI::App& app, NonFinite& policy) {
-  static const std::map<std::string, NonFinite> kPolicies{{"refuse", NonFinite::Refuse}, {"raw", NonFinite::Raw}};
-  app.add_option("--nonfinite", policy,
-                 "refuse (default): a lossy pipeline refuses a tensor holding NaN/Inf; raw: store such tensors raw "
-                 "(lossless pipelines always keep them bit-exact)")
-      ->transform(CLI::CheckedTransformer(kPolicies));
+  // A string checked against the names, then mapped: CLI11's transformer to an enum would print
+  // the enum's values as raw bytes (a NUL among them) in --help and in its error line.
+  app.add_option_function<std::string>(
+         "--nonfinite", [&policy](const std::string& s) { policy = s == "raw" ? NonFinite::Raw : NonFinite::Refuse; },
+         "refuse (default): a lossy pipeline refuses a tensor holding NaN/Inf; raw: store such tensors raw "
+         "(lossless pipelines always keep them bit-exact)")
+      ->check(CLI::IsMember({"refuse", "raw"}));
 }
 
 Pipeline choose_pipeline(const std::string& preset, const std::string& text) {

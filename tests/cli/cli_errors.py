@@ -11,7 +11,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clitest
-from clitest import EXE, fails, path, run
+from clitest import EXE, fails, path, printable, run
 
 np.savez(path("ok.npz"), w=np.arange(200, dtype=np.float32).reshape(20, 10))
 
@@ -100,6 +100,15 @@ def test_help_and_list():
     assert b"lossless" in out and b"fp16" in out
     out, _ = run("list", "stages")
     assert b"zstd" in out and b"source:" in out
+    # Every subcommand's help is text: UTF-8, no control characters (CLI11 once printed the
+    # --nonfinite enum's values as bytes 0x01 and 0x00 here).
+    for sub in ("encode", "decode", "inspect", "bench", "merge", "list"):
+        out, _ = run(sub, "--help")
+        text = out.decode("utf-8")
+        assert printable(text), f"{sub} --help: {[c for c in text if not printable(c)]}"
+        assert "--help" in text
+    out, _ = run("encode", "--help")
+    assert b"{refuse,raw}" in out
 
 
 def test_unknown_tensor_and_frame():

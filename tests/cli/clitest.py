@@ -29,12 +29,18 @@ def run(*args, stdin=None, expect=0, env=None):
     return p.stdout, err
 
 
+def printable(text):
+    """Whether text (str) has no control characters but newlines and tabs."""
+    return all(c in "\n\t" or (ord(c) >= 32 and ord(c) != 127) for c in text)
+
+
 def fails(*args, code, contains=(), stdin=None, env=None):
     """Runs a command that must fail with `code` and exactly one stderr line 'gradcodec: error: ...'."""
     _, err = run(*args, expect=code, stdin=stdin, env=env)
     lines = [l for l in err.splitlines() if l.strip()]
     errors = [l for l in lines if l.startswith("gradcodec: error: ")]
     assert len(errors) == 1 and lines[-1] == errors[0], f"expected one error line, got:\n{err}"
+    assert printable(errors[0]), f"control characters in the error line: {errors[0]!r}"
     for c in ([contains] if isinstance(contains, str) else contains):
         assert c in errors[0], f"'{c}' not in: {errors[0]}"
     return errors[0]
