@@ -106,7 +106,11 @@ class Zstd final : public Lossless {
   std::vector<uint8_t> encode_from(const Pieces& pieces, uint8_t) const override {
     auto cctx = context(pieces.size);
     std::vector<uint8_t> out = output_for(pieces.size);
-    std::vector<uint8_t> piece(ZSTD_CStreamInSize());
+    // At most zstd's preferred input size, and no larger than the content: a tensor of a few
+    // bytes does not allocate (and zero) 128 KiB.
+    const size_t cap = static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(pieces.size, ZSTD_CStreamInSize())));
+    const std::unique_ptr<uint8_t[]> buffer(new uint8_t[cap]);  // written by pieces.next before it is read
+    const std::span<uint8_t> piece(buffer.get(), cap);
     uint64_t left = pieces.size;
     do {
       const size_t want = static_cast<size_t>(std::min<uint64_t>(left, piece.size()));
@@ -205,16 +209,21 @@ class Zstd final : public Lossless {
   }
   static std::vector<uint8_t> output_for(uint64_t size) {
     std::vector<uint8_t> out;
-    // Address space: the bound is rarely written whole; compress() maps pages as it goes.
-    out.reserve(ZSTD_compressBound(size) + ZSTD_CStreamOutSize());
+    // Address space: the bound is rarely written whole; compress() maps pages as it goes. (Not
+    // a step more: a tiny tensor then holds a few bytes, not zstd's 128 KiB output step.)
+    out.reserve(ZSTD_compressBound(size));
     advise_huge_pages(out.data(), out.capacity());
     return out;
   }
   // Compresses all of src (ZSTD_e_continue) or ends the frame (ZSTD_e_end), appending to out.
   static void compress(ZSTD_CCtx* cctx, ZSTD_inBuffer& src, ZSTD_EndDirective mode, std::vector<uint8_t>& out) {
-    const size_t step = ZSTD_CStreamOutSize();
     for (;;) {
       const size_t pos = out.size();
+      // zstd's output step, within the reserved bound (resize zero-fills what it adds; the frame
+      // does not depend on the room zstd is given). Past the bound, which a frame never
+      // reaches, a whole step.
+      const size_t room = out.capacity() - pos;
+      const size_t step = room > 0 ? std::min(room, ZSTD_CStreamOutSize()) : ZSTD_CStreamOutSize();
       // The reserved storage is fresh: its pages are mapped 1 MiB at a time, ahead of the
       // writes, when the next step crosses into a new MiB (at most 1 MiB mapped unwritten).
       constexpr size_t kAhead = size_t{1} << 20;
