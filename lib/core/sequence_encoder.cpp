@@ -34,6 +34,24 @@ ContainerHeader SequenceEncoder::header(const std::string& inputs_json) const {
 }
 
 namespace {
+
+// What the container cannot record, refused (as an input the tool does not support) before any
+// record of the frame is written: a name or a dtype description over 65535 bytes (u16 lengths),
+// more than kMaxDims dimensions.
+void check_storable(const TensorInfo& info, const std::string& source) {
+  constexpr size_t kMaxText = 0xffff;
+  auto shown = [](const std::string& s) { return s.size() > 40 ? s.substr(0, 40) + "..." : s; };
+  if (info.name.size() > kMaxText)
+    fail(ErrorCode::Input, source + ": tensor name '" + shown(info.name) + "' has " + std::to_string(info.name.size()) +
+                               " bytes; a container stores names of at most 65535");
+  if (info.descr.size() > kMaxText)
+    fail(ErrorCode::Input, source + ": tensor '" + shown(info.name) + "': dtype description of " +
+                               std::to_string(info.descr.size()) + " bytes; a container stores at most 65535");
+  if (info.shape.size() > kMaxDims)
+    fail(ErrorCode::Input, source + ": tensor '" + shown(info.name) + "' has " + std::to_string(info.shape.size()) +
+                               " dimensions; a container stores at most " + std::to_string(kMaxDims));
+}
+
 struct Job {
   Tensor tensor;             // its data is dropped once encoded (see release_input)
   uint64_t input_bytes = 0;  // the tensor's bytes as stored
@@ -135,7 +153,9 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   // Names first (metadata only): duplicates are refused before any record is written, and every
   // tensor's state slot exists before the workers start (they only look slots up).
   for (size_t i = 0; i < src.count; ++i) {
-    const std::string name = src.info(i).name;
+    const TensorInfo info = src.info(i);
+    check_storable(info, src.source);
+    const std::string& name = info.name;
     if (!seen.insert(name).second) fail(ErrorCode::Input, src.source + ": tensor '" + name + "' appears twice");
     im.states[name];
   }

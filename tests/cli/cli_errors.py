@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """CLI end to end: exit codes (0 ok, 1 usage, 2 input, 3 corrupt container) and one-line errors;
 nothing is lost: no partial outputs, no overwrite without --force, no binary to a terminal."""
+import json
 import os
 import pty
+import struct
 import subprocess
 import sys
 import zipfile
@@ -41,6 +43,34 @@ def test_input_errors_exit_2():
         f.truncate(1000)
     fails("encode", path("trunc.npy"), "-o", path("x.gcz"), code=2, contains="trunc.npy")
     assert not os.path.exists(path("x.gcz"))
+
+
+def write_safetensors(name, tensors):
+    """A .safetensors file of f32 tensors, written by hand: {name: (shape, values)}."""
+    header, blobs, off = {}, [], 0
+    for key, (shape, values) in tensors.items():
+        blob = np.asarray(values, "<f4").tobytes()
+        header[key] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(blob)]}
+        blobs.append(blob)
+        off += len(blob)
+    text = json.dumps(header).encode()
+    with open(path(name), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def test_what_a_container_cannot_store_exit_2():
+    # Names over 65535 bytes and more than 32 dimensions are legal in the input formats; the
+    # container's u16 lengths and u8 rank cannot hold them. Refused as input, naming the file and
+    # the tensor (this was exit 4, "internal error", for the name), before any output exists.
+    write_safetensors("longname.safetensors", {"ok": ([2], [1, 2]), "x" * 70000: ([2], [1, 2])})
+    fails("encode", path("longname.safetensors"), "-o", path("ln.gcz"), code=2,
+          contains=["longname.safetensors", "70000 bytes", "at most 65535"])
+    write_safetensors("rank34.safetensors", {"deep": ([1] * 33 + [2], [1, 2])})
+    fails("encode", path("rank34.safetensors"), "-o", path("ln.gcz"), code=2,
+          contains=["rank34.safetensors", "'deep'", "34 dimensions", "at most 32"])
+    fails("bench", path("rank34.safetensors"), "--preset", "lossless", code=2, contains="34 dimensions")
+    assert not os.path.exists(path("ln.gcz"))
+    assert not [f for f in os.listdir(clitest.WORK) if ".tmp-" in f], os.listdir(clitest.WORK)
 
 
 def test_corrupt_container_exit_3():
