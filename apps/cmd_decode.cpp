@@ -71,6 +71,9 @@ int run_decode(const DecodeArgs& a) {
   if (frames.size() > 1 && a.output == "-")
     fail(ErrorCode::Usage, "the container holds " + std::to_string(frames.size()) +
                                " frames: choose one with --frame N to write to stdout");
+  // Every frame's file is completed under a temporary name, and renamed into place only once
+  // all of them are: a failure in frame k leaves no file of frames 0..k-1.
+  std::vector<std::unique_ptr<formats::SnapshotWriter>> done;
   for (size_t f : frames) {
     std::string out = a.frame >= 0 ? a.output : frame_path(a.output, f, frames.size());
     auto writer = formats::create_snapshot(out, a.force);
@@ -101,12 +104,14 @@ int run_decode(const DecodeArgs& a) {
       dec.decode_frame(f, [&](Tensor&& t) { writer->add(t); });
       frames_read = dec.frames_read();
     }
-    writer->finish();
+    writer->complete();
     for (const auto& w : writer->take_warnings()) warn(out + ": " + w);
     if (a.verbose)
       std::fprintf(stderr, "gradcodec: frame %zu -> %s (read %zu frame(s)%s)\n", f, out.c_str(), frames_read,
                    dec.stateful() ? ", stateful pipeline: from the last keyframe" : "");
+    done.push_back(std::move(writer));
   }
+  for (auto& w : done) w->publish();
   return 0;
 }
 

@@ -377,15 +377,19 @@ class Hdf5Writer final : public SnapshotWriter {
     }
   }
 
-  void finish() override {
+  void complete() override {
     if (finished_) return;
     {
       H5Lock lock;
       lcpl_.close();
       if (fid_.close() < 0) fail(ErrorCode::Input, path_ + ": " + with_detail("cannot complete the HDF5 file"));
     }
-    out_->commit();
+    out_->seal();
     finished_ = true;
+  }
+  void publish() override {
+    if (!finished_) fail(ErrorCode::Internal, path_ + ": publish() before complete()");
+    out_->publish();
   }
 
   std::vector<std::string> take_warnings() override {

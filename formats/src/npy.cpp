@@ -465,11 +465,12 @@ class NpyWriter final : public SnapshotWriter {
     }, warnings_);
     complete_ = true;
   }
-  void finish() override {
+  void complete() override {
     if (!started_) fail(ErrorCode::Usage, path_ + ": no tensor to write");
     if (!complete_) fail(ErrorCode::Internal, path_ + ": an earlier write failed");
-    out_.commit();
+    out_.seal();
   }
+  void publish() override { out_.publish(); }
   std::vector<std::string> take_warnings() override { return std::exchange(warnings_, {}); }
 
  private:

@@ -101,9 +101,12 @@ class NpyDirWriter final : public SnapshotWriter {
     outputs_.push_back(std::move(out));
   }
 
-  void finish() override {
+  void complete() override {
     if (outputs_.empty()) fail(ErrorCode::Usage, dir_ + ": no tensor to write");
-    for (auto& out : outputs_) out->commit();
+    for (auto& out : outputs_) out->seal();  // each was synced by add()
+  }
+  void publish() override {
+    for (auto& out : outputs_) out->publish();
     finished_ = true;
   }
   std::vector<std::string> take_warnings() override { return std::exchange(warnings_, {}); }

@@ -347,16 +347,20 @@ class NpzWriter final : public SnapshotWriter {
     }
   }
 
-  void finish() override {
-    if (finished_) fail(ErrorCode::Internal, target() + ": finish() called twice");
-    if (failed_) fail(ErrorCode::Internal, target() + ": finish() after a failed add()");
+  void complete() override {
+    if (finished_) fail(ErrorCode::Internal, target() + ": complete() called twice");
+    if (failed_) fail(ErrorCode::Internal, target() + ": complete() after a failed add()");
     zip_.finish();
     if (path_ == "-") {
-      copy_spool_to_stdout();
+      copy_spool_to_stdout();  // standard output gets the archive once it is whole
     } else {
-      out_->commit();
+      out_->seal();
     }
     finished_ = true;
+  }
+  void publish() override {
+    if (!finished_) fail(ErrorCode::Internal, target() + ": publish() before complete()");
+    if (out_) out_->publish();
   }
 
   std::vector<std::string> take_warnings() override { return std::exchange(warnings_, {}); }

@@ -65,8 +65,8 @@ class SafetensorsWriter final : public SnapshotWriter {
     ++next_;
   }
 
-  void finish() override {
-    if (finished_) fail(ErrorCode::Internal, path_ + ": finish() called twice");
+  void complete() override {
+    if (finished_) fail(ErrorCode::Internal, path_ + ": complete() called twice");
     if (streaming_) {
       if (next_ != items_.size())
         fail(ErrorCode::Internal, path_ + ": " + std::to_string(items_.size() - next_) + " announced tensor(s) not added");
@@ -74,9 +74,13 @@ class SafetensorsWriter final : public SnapshotWriter {
       write_header();
       for (const Item& it : items_) write_data(it, it.data);
     }
-    out_.commit();
+    out_.seal();
     finished_ = true;
     items_.clear();
+  }
+  void publish() override {
+    if (!finished_) fail(ErrorCode::Internal, path_ + ": publish() before complete()");
+    out_.publish();
   }
 
  private:

@@ -73,10 +73,11 @@ void AtomicOutput::release_handle() {
   f_ = nullptr;
 }
 
-void AtomicOutput::commit() {
+void AtomicOutput::seal() {
+  if (sealed_) return;
   if (is_stdout_) {
     if (std::fflush(stdout) != 0) fail(ErrorCode::Input, "<stdout>: write failed");
-    committed_ = true;
+    sealed_ = committed_ = true;
     return;
   }
   if (f_) {
@@ -85,6 +86,12 @@ void AtomicOutput::commit() {
     f_ = nullptr;
     if (bad) fail(ErrorCode::Input, target_ + ": write failed: " + std::strerror(errno));
   }
+  sealed_ = true;
+}
+
+void AtomicOutput::publish() {
+  if (committed_) return;
+  if (!sealed_) fail(ErrorCode::Internal, target_ + ": publish() before seal()");
   if (!overwrite_ && path_exists(target_))
     fail(ErrorCode::Usage, target_ + ": already exists (use --force to replace it)");
   if (::rename(temp_.c_str(), target_.c_str()) != 0)

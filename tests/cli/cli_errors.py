@@ -112,6 +112,23 @@ def test_failure_midway_leaves_no_partial_file():
     assert not [f for f in os.listdir(clitest.WORK) if ".tmp-" in f], os.listdir(clitest.WORK)
 
 
+def test_failed_frame_leaves_no_file_of_any_frame():
+    # Three frames; the last holds a name HDF5 cannot take ('a/.b'). Every frame's file is
+    # completed under a temporary name and renamed only when all are: none is left behind
+    # (before, out.frame000.h5 and out.frame001.h5 were).
+    for f in range(3):
+        extra = {"a/.b": np.ones(2, np.float32)} if f == 2 else {}
+        np.savez(path(f"fr{f}.npz"), w=np.full(3, f, np.float32), **extra)
+    run("encode", path("fr0.npz"), path("fr1.npz"), path("fr2.npz"), "-o", path("fr.gcz"), "--quiet")
+    os.makedirs(path("frames"))
+    fails("decode", path("fr.gcz"), "-o", path("frames", "out.h5"), code=1, contains=["out.frame002.h5", "a/.b"])
+    assert os.listdir(path("frames")) == [], os.listdir(path("frames"))
+    # The same container to .npz: all three frames.
+    run("decode", path("fr.gcz"), "-o", path("frames", "out.npz"))
+    assert sorted(os.listdir(path("frames"))) == [f"out.frame00{f}.npz" for f in range(3)]
+    assert np.load(path("frames", "out.frame001.npz"))["w"].tolist() == [1, 1, 1]
+
+
 def test_binary_output_to_terminal_refused():
     run("encode", path("ok.npz"), "-o", path("t.gcz"), "--quiet")
     for args in (["encode", path("ok.npz"), "-o", "-"], ["decode", path("t.gcz"), "-o", "-"]):

@@ -29,14 +29,23 @@ class AtomicOutput {
   const std::string& temp_path() const noexcept { return temp_; }
   // Closes our handle so a library can write temp_path() by name; write() is unusable after.
   void release_handle();
-  void commit();
+  // seal(): the temporary complete on disk (flushed, synced, closed); publish(): renamed into
+  // place (refused if the target appeared meanwhile and overwrite is off). commit() does both; a
+  // caller with several outputs seals them all before it publishes any, so that a failure on
+  // one leaves none. For "-", seal() flushes standard output and publish() does nothing.
+  void seal();
+  void publish();
+  void commit() {
+    seal();
+    publish();
+  }
 
  private:
   std::string target_;
   std::string temp_;
   FILE* f_ = nullptr;
   bool overwrite_;
-  bool committed_ = false;
+  bool sealed_ = false, committed_ = false;
   bool is_stdout_ = false;
   uint64_t written_ = 0;
 };

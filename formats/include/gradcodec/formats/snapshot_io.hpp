@@ -52,8 +52,16 @@ class SnapshotWriter {
   // that differs from the one announced, and finish() one left out. Others ignore it.
   virtual void expect(const std::vector<TensorInfo>& infos) { (void)infos; }
   virtual void add(const Tensor& t) = 0;
-  // Completes the file. Without finish() the destructor removes everything written.
-  virtual void finish() = 0;
+  // Completes the file (or a directory's files) under temporary names; publish() then renames
+  // it into place. Without publish() the destructor removes everything written. A caller
+  // writing several snapshots completes them all before it publishes any (decode of several
+  // frames: a failure in a later frame leaves no file of an earlier one).
+  virtual void complete() = 0;
+  virtual void publish() = 0;
+  void finish() {
+    complete();
+    publish();
+  }
   // Notes for the user about lossy-looking but exact adaptations the format forced (e.g. bf16
   // stored as float32 in NPY, which numpy cannot hold). The library never prints: the CLI does.
   virtual std::vector<std::string> take_warnings() { return {}; }
