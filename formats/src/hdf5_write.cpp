@@ -294,10 +294,15 @@ class Hdf5Writer final : public SnapshotWriter {
     auto usage = [&](const std::string& what) -> Error {
       return Error(ErrorCode::Usage, path_ + ": tensor '" + printable(name) + "': " + what);
     };
-    // Name → HDF5 path, refusing names that HDF5 cannot hold or that collide.
+    // Name → HDF5 path, refusing names that HDF5 cannot hold or that collide. A name that does
+    // not split into non-empty parts ('.hidden', 'a..b', 'x.') and has no '/' is one dataset
+    // of that name in the root group: the reader gives it back as it was.
     std::vector<std::string> parts = split_name(name);
+    const bool empty_part = std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); });
+    if (empty_part && name.find('/') == std::string::npos && name != "." && name != "..") parts = {name};
     for (const auto& p : parts)
-      if (p.empty()) throw usage("name has an empty component (cannot become an HDF5 path)");
+      if (p.empty() || p == "." || p == "..")
+        throw usage("name has an empty component (cannot become an HDF5 path)");
     std::string h5path;
     std::vector<std::string> prefixes;
     for (size_t k = 0; k < parts.size(); ++k) {

@@ -7,10 +7,9 @@
 #include "aggregate/majority.hpp"
 #include "aggregate/marsit.hpp"
 #include "aggregate/mean.hpp"
+#include "core/ordered_pool.hpp"
 
 #include <algorithm>
-#include <exception>
-#include <thread>
 
 namespace gradcodec {
 
@@ -138,6 +137,7 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
   std::vector<std::unique_ptr<SequenceDecoder>> dec;
   DecodeOptions dopt;
   dopt.memory_limit = o.memory_limit;
+  dopt.threads = std::max(1u, o.threads);  // each worker's frame decoded on the same threads
   for (const ContainerReader* r : in) dec.push_back(std::make_unique<SequenceDecoder>(*r, dopt));
 
   MergeReport rep;
@@ -154,42 +154,36 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
     const size_t count = workers[0].size();
     std::vector<Tensor> merged(count);
     std::vector<std::vector<uint64_t>> hops(count);
-    std::vector<std::exception_ptr> errors(count);
-    auto run = [&](size_t i) {
-      try {
-        const Tensor& first = workers[0][i];
-        if (!is_float(first.dtype())) {  // pass-through record: the first input's
-          merged[i] = first;
-          return;
-        }
-        const uint64_t n = first.elements();
-        std::vector<std::vector<float>> vals(in.size(), std::vector<float>(n));
-        std::vector<std::span<const float>> spans;
-        for (size_t m = 0; m < in.size(); ++m) {
-          if (n) to_f32(workers[m][i].dtype(), workers[m][i].data.data(), n, vals[m].data());
-          spans.emplace_back(vals[m]);
-        }
-        MergedValues mv = merge_values(o.method, spans, {o.seed, static_cast<uint32_t>(f), static_cast<uint32_t>(i)}, o.eta);
-        std::vector<uint8_t> bytes(n * dtype_size(first.dtype()));
-        if (n) from_f32(mv.values.data(), n, first.dtype(), bytes.data());
-        merged[i].info = first.info;
-        merged[i].data = Buffer(std::move(bytes));
-        hops[i] = std::move(mv.hop_bits);
-      } catch (...) {
-        errors[i] = std::current_exception();
+    // Memory of tensor i while it is merged: every worker's copy in f32 and the merged bytes.
+    std::vector<uint64_t> bytes(count);
+    for (size_t i = 0; i < count; ++i) bytes[i] = workers[0][i].elements() * (4 * in.size() + 8);
+    auto work = [&](size_t i) -> uint64_t {
+      const Tensor& first = workers[0][i];
+      if (!is_float(first.dtype())) {  // pass-through record: the first input's
+        merged[i] = first;
+        return 0;
       }
+      const uint64_t n = first.elements();
+      std::vector<std::vector<float>> vals(in.size(), std::vector<float>(n));
+      std::vector<std::span<const float>> spans;
+      for (size_t m = 0; m < in.size(); ++m) {
+        if (n) to_f32(workers[m][i].dtype(), workers[m][i].data.data(), n, vals[m].data());
+        spans.emplace_back(vals[m]);
+      }
+      MergedValues mv = merge_values(o.method, spans, {o.seed, static_cast<uint32_t>(f), static_cast<uint32_t>(i)}, o.eta);
+      std::vector<uint8_t> out(n * dtype_size(first.dtype()));
+      if (n) from_f32(mv.values.data(), n, first.dtype(), out.data());
+      merged[i].info = first.info;
+      merged[i].data = Buffer(std::move(out));
+      hops[i] = std::move(mv.hop_bits);
+      return 0;  // the merged tensor waits for the frame's encoder, outside this pool's count
     };
-    for (size_t start = 0; start < count; start += threads) {
-      const size_t end = std::min(count, start + threads);
-      std::vector<std::thread> pool;
-      for (size_t i = start + 1; i < end; ++i) pool.emplace_back(run, i);
-      run(start);
-      for (auto& t : pool) t.join();
-    }
-    for (size_t i = 0; i < count; ++i) {
-      if (errors[i]) std::rethrow_exception(errors[i]);
+    // Tensors merged on `threads` threads, each taking the next as it finishes one; the hop bits
+    // are added in tensor order, and the error reported is the first tensor's that fails.
+    auto add_hops = [&](size_t i) {
       for (size_t h = 0; h < hops[i].size() && h < rep.hop_bits.size(); ++h) rep.hop_bits[h] += hops[i][h];
-    }
+    };
+    run_ordered(bytes, threads, work, add_hops, CommitOn::AnyThread);
     workers.clear();
     FrameSource src;
     src.count = count;

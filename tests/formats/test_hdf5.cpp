@@ -304,6 +304,10 @@ TEST_CASE("hdf5: writer output is read back identically by h5py", "[hdf5]") {
   add(make("be.bf16", DType::BF16, {8}, bytes_of(bf16), "", true));
   add(make("be.f64", DType::F64, {3, 2}, bytes_of(f64), "<f8", true));
   add(make("scalar", DType::F32, {}, bytes_of(std::vector<float>{2.5f})));
+  // Names with an empty part: one dataset of that name in the root group, read back as it was.
+  add(make(".hidden", DType::F32, {1}, bytes_of(std::vector<float>{1.5f})));
+  add(make("layer1..odd", DType::F32, {1}, bytes_of(std::vector<float>{-1.5f})));
+  add(make("trailing.", DType::F32, {1}, bytes_of(std::vector<float>{3.f})));
   add(make("empty.a", DType::F32, {0}, Buffer()));
   add(make("empty.b", DType::F64, {2, 0, 3}, Buffer()));
   // Pass-through dtypes.
@@ -403,9 +407,14 @@ TEST_CASE("hdf5: writer refuses names that collide as groups and datasets", "[hd
   expect_usage({"a.b.c", "a.b"}, {"a.b", "a.b.c"});
   expect_usage({"dup", "dup"}, {"dup"});
   expect_usage({"p.q", "p/q"}, {"p.q", "p/q"});
-  expect_usage({"a..b"}, {"a..b"});
-  expect_usage({".lead"}, {".lead"});
+  // Empty parts with a '/' (no literal name can hold them), and names HDF5 reserves.
+  expect_usage({"a/.b"}, {"a/.b"});
+  expect_usage({"/lead"}, {"/lead"});
+  expect_usage({"."}, {"."});
+  expect_usage({".."}, {".."});
   expect_usage({""}, {""});
+  // A literal root name colliding with a nested one is still one name per path.
+  expect_usage({"a..b", "a..b"}, {"a..b"});
   // Nothing was committed by the failed writers.
   CHECK_FALSE(fs::exists(dir / "c.h5"));
   CHECK(dir_entries(dir).empty());

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 
 using namespace gradcodec;
 using namespace gradcodec::test;
@@ -195,6 +196,39 @@ TEST_CASE("merge_containers: marsit of signsgd workers decodes to ±eta, same by
   o.seed = 6;
   merge_containers(in.ptrs, merge_temp("m3.gcz"), true, o);
   CHECK(file_bytes(merge_temp("m3.gcz")) != file_bytes(merge_temp("m1.gcz")));
+}
+
+TEST_CASE("merge_containers: many tensors of mixed sizes, same bytes and hop bits for 1, 2, 3 and 5 threads", "[merge]") {
+  // 14 tensors per frame (sizes 7 to 40000, so the pool's threads finish out of order), 2 frames,
+  // 3 workers; a deterministic and a stochastic method.
+  for (const auto& [method, pipeline] : {std::pair{MergeMethod::Marsit, "sign"}, std::pair{MergeMethod::Cascade, "sign"},
+                                         std::pair{MergeMethod::Mean, "fp16"}}) {
+    for (size_t w = 0; w < 3; ++w) {
+      std::vector<std::vector<Tensor>> fr(2);
+      for (size_t f = 0; f < 2; ++f)
+        for (size_t i = 0; i < 14; ++i) {
+          const uint64_t n = i % 3 == 0 ? 40000 - 1000 * i : 7 + 13 * i;
+          char name[16];
+          std::snprintf(name, sizeof name, "t%zu", i);  // ("t" + to_string trips GCC 12's -Wstringop-overflow)
+          fr[f].push_back(make_tensor(name, {n}, gaussian(n, 1000 * w + 10 * f + i + 1)));
+        }
+      write_container(merge_temp("mt" + std::to_string(w) + ".gcz"), pipeline, fr, 20 + w);
+    }
+    Opened in(names("mt", 3));
+    MergeOptions o;
+    o.method = method;
+    o.seed = 3;
+    o.threads = 1;
+    const MergeReport one = merge_containers(in.ptrs, merge_temp("mt_1.gcz"), true, o);
+    CHECK(one.tensors == 14);
+    for (unsigned t : {2u, 3u, 5u}) {
+      INFO(merge_method_name(method) << ", " << t << " threads");
+      o.threads = t;
+      const MergeReport rep = merge_containers(in.ptrs, merge_temp("mt_n.gcz"), true, o);
+      CHECK(file_bytes(merge_temp("mt_n.gcz")) == file_bytes(merge_temp("mt_1.gcz")));
+      CHECK(rep.hop_bits == one.hop_bits);
+    }
+  }
 }
 
 TEST_CASE("merge_containers: mean of lossless workers is the exact average; majority and cascade write sign", "[merge]") {
