@@ -4,13 +4,34 @@
 #include "commands.hpp"
 #include "common.hpp"
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
+#include <string>
+
+#include <unistd.h>
 
 using namespace gradcodec;
 
+namespace {
+
+// SIGINT, SIGTERM, SIGHUP: the outputs' temporaries are removed (an interrupted run leaves no
+// partial file), then the signal takes its default course, so the exit status says which it was.
+extern "C" void on_interrupt(int sig) {
+  remove_temporary_outputs();
+  constexpr char kMsg[] = "gradcodec: interrupted; no output was written\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   CLI::App app{"gradcodec — compress neural-network gradients into self-describing .gcz containers",
                "gradcodec"};
   app.require_subcommand(1);
@@ -39,7 +60,12 @@ int main(int argc, char** argv) {
   }
   cli::set_quiet(quiet);
   try {
-    return run();
+    const int status = run();
+    // A report or a listing that did not reach standard output (a full disk, a closed pipe) is
+    // a failed run, as a failed write of a container to "-" is.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+      fail(ErrorCode::Input, "<stdout>: write failed: " + std::string(std::strerror(errno)));
+    return status;
   } catch (const Error& e) {
     std::fprintf(stderr, "gradcodec: error: %s\n", e.what());
     return static_cast<int>(e.code());

@@ -1,6 +1,7 @@
 #include <gradcodec/error.hpp>
 #include <gradcodec/file_io.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -23,11 +24,41 @@ bool is_directory(const std::string& path) {
   return fs::is_directory(path, ec);
 }
 
+namespace {
+
+// The temporaries of the AtomicOutputs alive now, for remove_temporary_outputs(): a slot holds
+// the path's characters (owned by its AtomicOutput, unchanged while listed) or null.
+constexpr int kTempSlots = 4096;
+std::atomic<const char*> g_temps[kTempSlots];
+
+int list_temporary(const char* path) noexcept {
+  for (int i = 0; i < kTempSlots; ++i) {
+    const char* expected = nullptr;
+    if (g_temps[i].compare_exchange_strong(expected, path)) return i;
+  }
+  return -1;  // full: only the destructor removes this one
+}
+
+}  // namespace
+
+void remove_temporary_outputs() noexcept {
+  for (auto& slot : g_temps)
+    if (const char* p = slot.exchange(nullptr)) ::unlink(p);
+}
+
 AtomicOutput::AtomicOutput(const std::string& target, bool overwrite)
     : target_(target), overwrite_(overwrite) {
   if (target == "-") {
     is_stdout_ = true;
     f_ = stdout;
+    return;
+  }
+  if (target.empty()) fail(ErrorCode::Usage, "the output path is empty");
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    direct_ = true;  // a device or a FIFO: written in place (see the header)
+    f_ = std::fopen(target.c_str(), "wb");
+    if (!f_) fail(ErrorCode::Input, target + ": cannot open output: " + std::strerror(errno));
     return;
   }
   if (!overwrite && path_exists(target))
@@ -44,9 +75,11 @@ AtomicOutput::AtomicOutput(const std::string& target, bool overwrite)
   if (fd < 0) fail(ErrorCode::Input, target + ": cannot create output: " + std::strerror(errno));
   ::fchmod(fd, 0644);
   temp_ = buf.data();
+  slot_ = list_temporary(temp_.c_str());
   f_ = ::fdopen(fd, "wb");
   if (!f_) {
     ::close(fd);
+    unlist();
     ::unlink(temp_.c_str());
     fail(ErrorCode::Input, target + ": cannot open output: " + std::strerror(errno));
   }
@@ -55,7 +88,13 @@ AtomicOutput::AtomicOutput(const std::string& target, bool overwrite)
 AtomicOutput::~AtomicOutput() {
   if (is_stdout_) return;
   if (f_) std::fclose(f_);
+  unlist();
   if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+}
+
+void AtomicOutput::unlist() noexcept {
+  if (slot_ >= 0) g_temps[slot_].store(nullptr);
+  slot_ = -1;
 }
 
 void AtomicOutput::write(const void* data, size_t n) {
@@ -69,6 +108,7 @@ void AtomicOutput::write(const void* data, size_t n) {
 
 void AtomicOutput::release_handle() {
   if (is_stdout_) fail(ErrorCode::Internal, "AtomicOutput::release_handle on stdout");
+  if (direct_) fail(ErrorCode::Usage, target_ + ": is a device or a FIFO; this format is written to a regular file");
   if (f_) std::fclose(f_);
   f_ = nullptr;
 }
@@ -81,12 +121,14 @@ void AtomicOutput::seal() {
     return;
   }
   if (f_) {
-    bool bad = std::fflush(f_) != 0 || ::fsync(::fileno(f_)) != 0;
+    // fsync of a device or a FIFO may fail (EINVAL) for want of anything to sync: not an error.
+    bool bad = std::fflush(f_) != 0 || (!direct_ && ::fsync(::fileno(f_)) != 0);
     bad = (std::fclose(f_) != 0) || bad;
     f_ = nullptr;
     if (bad) fail(ErrorCode::Input, target_ + ": write failed: " + std::strerror(errno));
   }
   sealed_ = true;
+  if (direct_) committed_ = true;
 }
 
 void AtomicOutput::publish() {
@@ -97,6 +139,7 @@ void AtomicOutput::publish() {
   if (::rename(temp_.c_str(), target_.c_str()) != 0)
     fail(ErrorCode::Input, target_ + ": cannot rename output into place: " + std::strerror(errno));
   committed_ = true;
+  unlist();
 }
 
 std::shared_ptr<const InputFile> InputFile::open(const std::string& path, bool readable) {

@@ -4,9 +4,13 @@ nothing is lost: no partial outputs, no overwrite without --force, no binary to 
 import json
 import os
 import pty
+import signal
+import stat
 import struct
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 
 import numpy as np
@@ -127,6 +131,62 @@ def test_failed_frame_leaves_no_file_of_any_frame():
     run("decode", path("fr.gcz"), "-o", path("frames", "out.npz"))
     assert sorted(os.listdir(path("frames"))) == [f"out.frame00{f}.npz" for f in range(3)]
     assert np.load(path("frames", "out.frame001.npz"))["w"].tolist() == [1, 1, 1]
+
+
+def test_devices_and_fifos_are_written_in_place():
+    # A device or a FIFO is written to, never renamed over (before, '--force' replaced the node
+    # with a regular file, and without it the run was refused as "already exists").
+    run("encode", path("ok.npz"), "-o", "/dev/null", "--quiet")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    fifo = path("out.fifo")
+    os.mkfifo(fifo)
+    for extra in ([], ["--force"]):
+        got = []
+        reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+        reader.start()
+        run("encode", path("ok.npz"), "-o", fifo, "--quiet", *extra)
+        reader.join(60)
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+        assert got and got[0][:4] == b"\x89GCZ", got[:1]
+    # HDF5 needs a regular file to write by name: a device (here through a link named .h5) is
+    # refused, and the link and the device stay as they were.
+    run("encode", path("ok.npz"), "-o", path("dev.gcz"), "--quiet")
+    os.symlink("/dev/null", path("null.h5"))
+    fails("decode", path("dev.gcz"), "-o", path("null.h5"), "--force", code=1, contains="device or a FIFO")
+    assert os.path.islink(path("null.h5")) and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_empty_output_path_refused_before_work():
+    fails("encode", path("ok.npz"), "-o", "", code=1, contains="output path is empty")
+
+
+def test_interrupted_run_leaves_no_temporary():
+    # A slow encode (lzma preset 9 over 8 MB of noise), interrupted once its temporary exists.
+    np.savez(path("slow.npz"), w=np.random.default_rng(3).standard_normal(2_000_000).astype(np.float32))
+    os.makedirs(path("intr"))
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        p = subprocess.Popen([EXE, "encode", path("slow.npz"), "-o", path("intr", "slow.gcz"), "--pipeline",
+                              "raw | lzma(preset=9)", "--quiet"], stderr=subprocess.PIPE)
+        deadline = time.time() + 60
+        while not os.listdir(path("intr")) and time.time() < deadline and p.poll() is None:
+            time.sleep(0.01)
+        assert p.poll() is None, "the encode ended before it could be interrupted"
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == -sig, p.returncode
+        assert b"interrupted" in err, err
+        assert os.listdir(path("intr")) == [], os.listdir(path("intr"))
+
+
+def test_failed_write_to_stdout_is_an_error():
+    if not os.path.exists("/dev/full"):
+        return
+    run("encode", path("ok.npz"), "-o", path("full.gcz"), "--quiet")
+    for args in (["inspect", path("full.gcz")], ["list", "stages"]):
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run([EXE, *args], stdout=full, stderr=subprocess.PIPE, timeout=60)
+        assert p.returncode == 2, (args, p.returncode)
+        assert b"<stdout>: write failed" in p.stderr, p.stderr
 
 
 def test_binary_output_to_terminal_refused():

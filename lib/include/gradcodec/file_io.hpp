@@ -15,7 +15,13 @@ namespace gradcodec {
 // commit(). Until commit() the target is untouched; destroying an uncommitted AtomicOutput removes
 // the temporary. With `overwrite` false, commit() refuses (Error Usage) when the target exists
 // (checked at construction too, so nothing is computed in vain). Path "-" writes to standard
-// output directly (no temporary, no rename).
+// output directly (no temporary, no rename), and so does a target that exists and is neither a
+// regular file nor a directory — a device such as /dev/null, or a FIFO: there is nothing there
+// to replace, and a rename would replace the device node itself (temp_path() is then empty, so
+// a writer that needs a named file refuses it).
+//
+// Every temporary not yet renamed is also listed for remove_temporary_outputs(), which a signal
+// handler may call: an interrupted run (SIGINT, SIGTERM) then leaves none behind.
 class AtomicOutput {
  public:
   AtomicOutput(const std::string& target, bool overwrite);
@@ -41,14 +47,23 @@ class AtomicOutput {
   }
 
  private:
+  void unlist() noexcept;
+
   std::string target_;
   std::string temp_;
   FILE* f_ = nullptr;
   bool overwrite_;
   bool sealed_ = false, committed_ = false;
   bool is_stdout_ = false;
+  bool direct_ = false;  // a device or FIFO, written in place
+  int slot_ = -1;        // in the list remove_temporary_outputs() reads
   uint64_t written_ = 0;
 };
+
+// Unlinks every AtomicOutput temporary not yet renamed into place (those of the first 4096 open
+// at once; more are removed by their destructors only). Async-signal-safe: only reads a fixed
+// table and calls unlink(2). For the CLI's handlers of SIGINT/SIGTERM/SIGHUP.
+void remove_temporary_outputs() noexcept;
 
 // A read-only view of a whole file: memory-mapped where possible, else read into memory ("-" reads
 // standard input). Throws Error(Input) naming the path when it cannot be opened.
