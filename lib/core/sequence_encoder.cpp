@@ -5,6 +5,7 @@
 #include "core/ordered_pool.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -16,6 +17,7 @@ struct SequenceEncoder::Impl {
   EncodeOptions opt;
   PipelineStages stages;
   std::unordered_map<std::string, PipelineStages::TensorState> states;
+  std::set<std::string> last_floats;  // the floating tensors of the frame before
   Impl(const Pipeline& p, const EncodeOptions& o) : pipeline(p), opt(o), stages(p) {}
 };
 
@@ -71,7 +73,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   const bool keyframe = frame == 0 || (im.opt.keyframe_interval && frame % im.opt.keyframe_interval == 0);
   w.begin_frame({frame, keyframe, src.source});
   std::vector<TensorOutcome> outcomes;
-  std::set<std::string> seen;
+  std::set<std::string> seen, floats;
   const unsigned threads = std::max(1u, im.opt.threads);
 
   StageContext plan_ctx;
@@ -158,7 +160,24 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
     const std::string& name = info.name;
     if (!seen.insert(name).second) fail(ErrorCode::Input, src.source + ": tensor '" + name + "' appears twice");
     im.states[name];
+    if (is_float(info.dtype)) floats.insert(name);
   }
+  // A stateful pipeline's decoder rebuilds a tensor's state from the last keyframe on, so every
+  // frame since then must hold the same tensors: one that appears or goes away in between would
+  // make a container its own decoder cannot read. Refused here, naming the tensor.
+  if (im.stages.stateful() && !keyframe && floats != im.last_floats) {
+    std::vector<std::string> added, gone;
+    std::set_difference(floats.begin(), floats.end(), im.last_floats.begin(), im.last_floats.end(),
+                        std::back_inserter(added));
+    std::set_difference(im.last_floats.begin(), im.last_floats.end(), floats.begin(), floats.end(),
+                        std::back_inserter(gone));
+    const std::string what = !added.empty() ? "tensor '" + added[0] + "' is new in this frame"
+                                            : "tensor '" + gone[0] + "' of the frame before is missing";
+    fail(ErrorCode::Input, src.source + ": " + what + "; pipeline '" + im.pipeline.text() +
+                               "' keeps state across frames and needs the same tensors in every frame since the last "
+                               "keyframe (--keyframe-interval 1 makes every frame one)");
+  }
+  im.last_floats = std::move(floats);
   // The records go to the writer in source order, whatever order the tensors finish in.
   auto commit = [&](Job& job) {
     uint64_t before = w.bytes_written();

@@ -11,7 +11,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clitest
-from clitest import path, run
+from clitest import fails, path, run
 
 rng = np.random.default_rng(7)
 
@@ -43,6 +43,31 @@ def test_decode_frame_reads_from_the_last_keyframe():
             with np.load(path("kf_one.npz")) as one, np.load(path(f"kf_all.frame{n:03d}.npz")) as full:
                 for k in ("w", "b"):
                     assert np.array_equal(one[k], full[k]), (pipeline, n, k)
+
+
+def test_stateful_pipeline_refuses_a_tensor_set_that_changes_between_keyframes():
+    # Before, encode wrote such a sequence and decode called it corrupt (exit 3): the decoder
+    # rebuilds a tensor's state from the last keyframe, where the new tensor was not.
+    a, b = write_steps("ts", 2)
+    np.savez(path("ts_more.npz"), w=np.ones((48, 36), np.float32), b=np.ones(36, np.float32),
+             extra=np.ones(5, np.float32))
+    np.savez(path("ts_less.npz"), w=np.ones((48, 36), np.float32))
+    out = path("ts.gcz")
+    for files, what in (([a, path("ts_more.npz")], "tensor 'extra' is new"),
+                        ([a, path("ts_less.npz"), b], "tensor 'b' of the frame before is missing")):
+        if os.path.exists(out):
+            os.remove(out)
+        for preset in ("ef-signsgd", "tcs", "powersgd-r2"):
+            fails("encode", *files, "-o", out, "--preset", preset, "--force", code=2,
+                  contains=[os.path.basename(files[1]), what, "--keyframe-interval"])
+            assert not os.path.exists(out)
+        # Every frame a keyframe: accepted, and every frame decodes.
+        run("encode", *files, "-o", out, "--preset", "tcs", "--keyframe-interval", "1", "--force", "--quiet")
+        run("decode", out, "-o", path("ts_dec") + "/", "--force", "--quiet")
+        assert len(os.listdir(path("ts_dec"))) == len(files)
+        # A stateless pipeline takes it as it is.
+        run("encode", *files, "-o", out, "--preset", "lossless", "--force", "--quiet")
+        run("decode", out, "-o", path("ts_dec2") + "/", "--force", "--quiet")
 
 
 def test_inspect_shows_the_accordion_choice():
