@@ -82,16 +82,16 @@ ordered_json stats_json(const StageStats& stats) {
 
 }  // namespace
 
-void print_table(const std::vector<BenchRow>& rows, const BenchContext& ctx, bool md) {
+void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchContext& ctx, bool md) {
   std::string in;
   for (const auto& i : ctx.inputs) in += (in.empty() ? "" : " ") + i;
-  std::printf("%sgradcodec bench: %zu frame(s) from %s; %u thread(s); median of >= %u runs and >= %.2g s\n\n",
-              md ? "" : "", ctx.frames, in.c_str(), ctx.threads, ctx.repeat, ctx.min_time);
+  std::fprintf(out, "%sgradcodec bench: %zu frame(s) from %s; %u thread(s); median of >= %u runs and >= %.2g s\n\n",
+               md ? "" : "", ctx.frames, in.c_str(), ctx.threads, ctx.repeat, ctx.min_time);
   const char* h1 = md ? "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n"
                       : "%-26s %8s %8s %7s %7s %7s %6s %9s %8s %9s %7s %9s %9s\n";
-  std::printf(h1, "pipeline", "ratio", "bits/p", "index", "value", "sc+side", "ovh", "rel L2", "cosine", "max|err|",
-              "sign%", "enc MB/s", "dec MB/s");
-  if (md) std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::fprintf(out, h1, "pipeline", "ratio", "bits/p", "index", "value", "sc+side", "ovh", "rel L2", "cosine",
+               "max|err|", "sign%", "enc MB/s", "dec MB/s");
+  if (md) std::fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& r : rows) {
     ordered_json j = row_fields(r);
     std::string name = r.label == "pipeline" ? r.pipeline : r.label;
@@ -99,18 +99,18 @@ void print_table(const std::vector<BenchRow>& rows, const BenchContext& ctx, boo
     if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
     const char* f = md ? "| %s | %.2f | %.4f | %.4f | %.4f | %.4f | %.4f | %.3g | %.5f | %.3g | %.1f | %.1f | %.1f |\n"
                        : "%-26s %8.2f %8.4f %7.4f %7.4f %7.4f %6.4f %9.3g %8.5f %9.3g %7.1f %9.1f %9.1f\n";
-    std::printf(f, name.c_str(), j["ratio"].get<double>(), j["bits_per_param"].get<double>(),
-                j["bits_index"].get<double>(), j["bits_value"].get<double>(), j["bits_scale_side"].get<double>(),
-                j["bits_overhead"].get<double>(), j["rel_l2"].get<double>(), j["cosine"].get<double>(),
-                j["max_abs_error"].get<double>(), 100.0 * j["sign_agreement"].get<double>(),
-                j["encode_mbps"].get<double>(), j["decode_mbps"].get<double>());
+    std::fprintf(out, f, name.c_str(), j["ratio"].get<double>(), j["bits_per_param"].get<double>(),
+                 j["bits_index"].get<double>(), j["bits_value"].get<double>(), j["bits_scale_side"].get<double>(),
+                 j["bits_overhead"].get<double>(), j["rel_l2"].get<double>(), j["cosine"].get<double>(),
+                 j["max_abs_error"].get<double>(), 100.0 * j["sign_agreement"].get<double>(),
+                 j["encode_mbps"].get<double>(), j["decode_mbps"].get<double>());
   }
-  std::printf("\n");
+  std::fprintf(out, "\n");
   const char* h2 = md ? "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n"
                       : "%-26s %7s %7s %7s %9s %7s %7s %7s %7s %7s %s\n";
-  std::printf(h2, "pipeline", "kept%", "idx CR", "val CR", "thr MB/s", "xform%", "spars%", "quant%", "index%", "lossl%",
-              "bias over seeds / error spread");
-  if (md) std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+  std::fprintf(out, h2, "pipeline", "kept%", "idx CR", "val CR", "thr MB/s", "xform%", "spars%", "quant%", "index%",
+               "lossl%", "bias over seeds / error spread");
+  if (md) std::fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   for (const auto& r : rows) {
     ordered_json j = row_fields(r);
     std::string name = r.label == "pipeline" ? r.pipeline : r.label;
@@ -122,16 +122,17 @@ void print_table(const std::vector<BenchRow>& rows, const BenchContext& ctx, boo
                                        : "stochastic (use --seeds N)";
     const char* f = md ? "| %s | %.3f | %s | %s | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n"
                        : "%-26s %7.3f %7s %7s %9.1f %7.0f %7.0f %7.0f %7.0f %7.0f %s\n";
-    std::printf(f, name.c_str(), 100.0 * j["kept_fraction"].get<double>(), fmt_cr(j["index_cr"]).c_str(),
-                fmt_cr(j["value_cr"]).c_str(), j["throughput_mbps"].get<double>(), 100 * j["time_transform"].get<double>(),
-                100 * j["time_sparsify"].get<double>(), 100 * j["time_quantize"].get<double>(),
-                100 * j["time_index"].get<double>(), 100 * j["time_lossless"].get<double>(), bias.c_str());
+    std::fprintf(out, f, name.c_str(), 100.0 * j["kept_fraction"].get<double>(), fmt_cr(j["index_cr"]).c_str(),
+                 fmt_cr(j["value_cr"]).c_str(), j["throughput_mbps"].get<double>(),
+                 100 * j["time_transform"].get<double>(), 100 * j["time_sparsify"].get<double>(),
+                 100 * j["time_quantize"].get<double>(), 100 * j["time_index"].get<double>(),
+                 100 * j["time_lossless"].get<double>(), bias.c_str());
   }
   StageStats names;  // every figure reported by some row, for the legend
   for (const auto& r : rows) merge_stats(names, r.stats);
   if (!names.empty()) {
-    std::printf("\nstage figures (over every record)\n");
-    if (md) std::printf("| pipeline | figures |\n|---|---|\n");
+    std::fprintf(out, "\nstage figures (over every record)\n");
+    if (md) std::fprintf(out, "| pipeline | figures |\n|---|---|\n");
     for (const auto& r : rows) {
       if (r.stats.empty()) continue;
       std::string name = r.label == "pipeline" ? r.pipeline : r.label;  // in full: rows differ late
@@ -139,30 +140,30 @@ void print_table(const std::vector<BenchRow>& rows, const BenchContext& ctx, boo
       std::string figs;
       for (const auto& st : r.stats)
         figs += (figs.empty() ? "" : md ? "; " : "   ") + format("%s %.4g", st.name.c_str(), st.value());
-      std::printf(md ? "| %s | %s |\n" : "%s\n    %s\n", name.c_str(), figs.c_str());
+      std::fprintf(out, md ? "| %s | %s |\n" : "%s\n    %s\n", name.c_str(), figs.c_str());
     }
   }
   if (ctx.frames > 1) {
-    std::printf("\nper frame: ratio (rel L2)\n");
+    std::fprintf(out, "\nper frame: ratio (rel L2)\n");
     for (const auto& r : rows) {
       std::string name = r.label == "pipeline" ? r.pipeline : r.label;
       if (!r.sweep.empty()) name += " [" + r.sweep + "]";
       if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
-      std::printf(md ? "| %s |" : "%-26s", name.c_str());
+      std::fprintf(out, md ? "| %s |" : "%-26s", name.c_str());
       for (const auto& f : r.frames)
-        std::printf(md ? " %.2f (%.3g) |" : " %8.2f (%-9.3g)", f.record_bytes ? double(f.input_bytes) / f.record_bytes : 0.0,
-                    f.err.rel_l2());
-      std::printf("\n");
+        std::fprintf(out, md ? " %.2f (%.3g) |" : " %8.2f (%-9.3g)",
+                     f.record_bytes ? double(f.input_bytes) / f.record_bytes : 0.0, f.err.rel_l2());
+      std::fprintf(out, "\n");
     }
   }
-  std::printf(
+  std::fprintf(out,
       "\nratio = input bytes (as stored dtype) / output bytes (whole container);  bits/p = 8 * output bytes / parameters\n"
       "index, value, sc+side (scale and side streams), ovh (container overhead = output - all streams): bits per parameter\n"
       "rel L2 = ||g - g^||2 / ||g||2;  cosine = g.g^ / (||g|| ||g^||);  max|err| = max |g - g^|;  sign%% = share with sign(g) == sign(g^), 0 counted as +\n"
       "MB = 10^6 bytes of input;  enc/dec MB/s = input MB / median seconds;  thr = (input bytes - output bytes) / 10^6 / encode seconds (BIRD+'s (a - b)/T)\n"
       "kept%% = values coded / parameters;  idx CR = 32 * kept / index bits;  val CR = 32 * kept / (value + scale bits)  (BIRD+ Fig. 10)\n"
       "xform/spars/quant/index/lossl%% = share of encode time per stage kind (rest: container and I/O);  bias = ||mean over seeds of g^ - g|| / ||g||\n");
-  for (const auto& st : names) std::printf("%s = %s\n", st.name.c_str(), st.formula.c_str());
+  for (const auto& st : names) std::fprintf(out, "%s = %s\n", st.name.c_str(), st.formula.c_str());
 }
 
 std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx) {

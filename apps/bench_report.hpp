@@ -4,6 +4,7 @@
 
 #include "bench_run.hpp"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,8 @@ struct BenchContext {
   double min_time = 0;
 };
 
-void print_table(const std::vector<BenchRow>& rows, const BenchContext& ctx, bool markdown);
+// The table goes to `out`: stdout, or stderr when a report is written to stdout (`--json -`).
+void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchContext& ctx, bool markdown);
 std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx);
 std::string rows_csv(const std::vector<BenchRow>& rows);
 

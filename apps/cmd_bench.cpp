@@ -1,6 +1,6 @@
 // gradcodec bench INPUT... (--preset NAME | --pipeline TEXT)... [--sweep STAGE.PARAM=a,b,c]
 //                 [--repeat N] [--min-time S] [--seeds N] [--per-tensor] [--json F] [--csv F]
-//                 [--markdown] [--threads N]
+//                 [--markdown] [--threads N] [--force]
 //        gradcodec bench --workers GLOB|MANIFEST... [--seeds N] [--json F]   (bench_workers.hpp)
 // Compares compressors side by side on the user's gradients. With no INPUT: the bundled
 // test_data snapshots; with no --preset/--pipeline: every preset.
@@ -12,6 +12,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef GRADCODEC_DATA_DIR
@@ -27,7 +29,7 @@ struct BenchArgs {
   std::vector<std::string> workers;  // multi-worker mode (bench_workers.hpp)
   unsigned repeat = 3, seeds = 1, threads = 1;
   double min_time = 0.2;
-  bool per_tensor = false, markdown = false;
+  bool per_tensor = false, markdown = false, force = false;
   std::string json, csv;
   NonFinite nonfinite = NonFinite::Refuse;
   InputOptions in;
@@ -90,10 +92,50 @@ void progress(size_t done, size_t total, const std::string& what) {
   std::fflush(stderr);
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  AtomicOutput out(path, true);
-  out.write(text.data(), text.size());
-  out.commit();
+// The --json/--csv reports, opened before anything is read or measured: a report path that exists
+// (without --force), lies in a missing or read-only directory, or is a directory, is refused at
+// once instead of after a run that may take minutes. Each is written to a temporary file next to
+// its target and renamed into place at the end, so a failed run leaves neither report behind.
+struct Reports {
+  std::unique_ptr<AtomicOutput> json, csv;
+  bool to_stdout = false;  // `--json -` or `--csv -`: the table must not go to stdout too
+};
+
+std::unique_ptr<AtomicOutput> open_report(const std::string& path, bool force) {
+  // AtomicOutput would take a directory with --force and fail only at the rename, at the end.
+  if (path != "-" && is_directory(path)) fail(ErrorCode::Usage, path + ": is a directory");
+  return std::make_unique<AtomicOutput>(path, force);
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  std::error_code ea, eb;
+  auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+  return !ea && !eb && ca == cb;
+}
+
+Reports open_reports(const BenchArgs& a) {
+  Reports r;
+  if (a.json == "-" && a.csv == "-")
+    fail(ErrorCode::Usage, "--json - and --csv - would both write to standard output; give a file for one of them");
+  // Both renamed onto one path, the second would replace the first (or, without --force, be
+  // refused after the whole run).
+  if (!a.json.empty() && !a.csv.empty() && a.json != "-" && a.csv != "-" && same_file(a.json, a.csv))
+    fail(ErrorCode::Usage, "--json and --csv name the same file: " + a.json);
+  if (!a.json.empty()) r.json = open_report(a.json, a.force);
+  if (!a.csv.empty()) r.csv = open_report(a.csv, a.force);
+  r.to_stdout = a.json == "-" || a.csv == "-";
+  return r;
+}
+
+// --workers writes its report at the end of run_bench_workers (bench_workers.cpp), with
+// overwrite: the same refusals up front, by opening the report and dropping it (which removes
+// the temporary). A device or FIFO is left alone: opening it would already write to it.
+void check_workers_report(const std::string& path, bool force) {
+  if (path.empty() || path == "-") return;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return;
+  open_report(path, force);
 }
 
 int run_bench(BenchArgs a) {
@@ -102,6 +144,7 @@ int run_bench(BenchArgs a) {
     if (!a.inputs.empty() || !a.presets.empty() || !a.pipelines.empty() || !a.sweeps.empty() || !a.csv.empty())
       fail(ErrorCode::Usage, "--workers compares the merge methods: give no INPUT, --preset, --pipeline, --sweep "
                              "or --csv with it");
+    check_workers_report(a.json, a.force);
     return run_bench_workers({a.workers, a.seeds, a.json, a.markdown, a.in});
   }
   if (a.inputs.empty()) a.inputs = bundled_inputs();
@@ -131,6 +174,8 @@ int run_bench(BenchArgs a) {
     if (!used) fail(ErrorCode::Usage, "--sweep " + text + ": no pipeline given has a stage '" + sw.stage + "'");
     jobs = std::move(expanded);
   }
+
+  Reports reports = open_reports(a);
 
   // Load every frame once (bench measures the codec, not the file reader).
   Frames frames;
@@ -163,9 +208,23 @@ int run_bench(BenchArgs a) {
   }
   progress(jobs.size(), jobs.size(), "");
   BenchContext ctx{a.inputs, frames.size(), s.threads, s.repeat, s.min_time};
-  print_table(rows, ctx, a.markdown);
-  if (!a.json.empty()) write_file(a.json, rows_json(rows, ctx));
-  if (!a.csv.empty()) write_file(a.csv, rows_csv(rows));
+  // With a report on stdout, the table goes to stderr (a summary there, so --quiet drops it): a
+  // pipe into a JSON or CSV reader gets the report alone.
+  if (!reports.to_stdout) print_table(stdout, rows, ctx, a.markdown);
+  else if (!quiet()) print_table(stderr, rows, ctx, a.markdown);
+  if (reports.json) {
+    const std::string text = rows_json(rows, ctx);
+    reports.json->write(text.data(), text.size());
+  }
+  if (reports.csv) {
+    const std::string text = rows_csv(rows);
+    reports.csv->write(text.data(), text.size());
+  }
+  // Both complete before either is renamed into place: a failed write leaves neither.
+  for (auto* out : {reports.json.get(), reports.csv.get()})
+    if (out) out->seal();
+  for (auto* out : {reports.json.get(), reports.csv.get()})
+    if (out) out->publish();
   return 0;
 }
 
@@ -189,8 +248,11 @@ void setup_bench(CLI::App& app, Runner& run) {
   sub->add_option("--seeds", a->seeds, "stochastic pipelines: runs with N seeds for bias and error spread");
   sub->add_option("--threads", a->threads, "worker threads (default 1)");
   sub->add_flag("--per-tensor", a->per_tensor, "per-tensor figures in the JSON report");
-  sub->add_option("--json", a->json, "write the report as JSON to this file");
-  sub->add_option("--csv", a->csv, "write the report as CSV to this file");
+  sub->add_option("--json", a->json,
+                  "write the report as JSON to this file, or - for stdout (the table then goes to stderr)");
+  sub->add_option("--csv", a->csv,
+                  "write the report as CSV to this file, or - for stdout (the table then goes to stderr)");
+  sub->add_flag("-f,--force", a->force, "replace the --json/--csv files if they exist");
   sub->add_flag("--markdown", a->markdown, "print the tables as Markdown");
   add_input_options(*sub, a->in);
   add_nonfinite_option(*sub, a->nonfinite);

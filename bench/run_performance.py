@@ -81,7 +81,7 @@ def google_benchmark(exe, flt, reps, min_time, cpu=None):
 
 def gc_bench(exe, snapshot, presets, threads, repeat):
     out = tempfile.mktemp(suffix=".json")
-    cmd = [exe, "bench", snapshot, "--threads", str(threads), "--repeat", str(repeat), "--min-time", "0", "--json", out]
+    cmd = [exe, "bench", snapshot, "--threads", str(threads), "--repeat", str(repeat), "--min-time", "0", "--json", out, "--force"]
     for p in presets:
         cmd += ["--preset", p]
     sh(cmd, stdout=subprocess.DEVNULL)

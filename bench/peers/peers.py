@@ -109,7 +109,7 @@ def run(cmd, **kw):
 def gradcodec_bench(exe, snap, preset, repeat, tmp):
     out = os.path.join(tmp, f"bench-{preset}.json")
     run([exe, "bench", snap, "--preset", preset, "--threads", "1", "--repeat", str(repeat),
-         "--min-time", "0", "--json", out, "--quiet"])
+         "--min-time", "0", "--json", out, "--force", "--quiet"])
     with open(out) as f:
         row = json.load(f)["rows"][0]
     streams = row["bits_per_param"] - row["bits_overhead"]

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """gradcodec bench end to end: JSON/CSV fields, reported sizes equal the real container, sweeps,
-refusals, and the no-INPUT demo on the bundled snapshots."""
+refusals, report paths (--force, checked before the run, a report on stdout alone there), and the
+no-INPUT demo on the bundled snapshots."""
 import csv
 import json
 import os
@@ -27,6 +28,8 @@ FIELDS = ["label", "pipeline", "sweep", "deterministic", "lossless", "parameters
 
 
 def bench_json(*args):
+    if os.path.exists(path("out.json")):  # an existing report is refused without --force
+        os.remove(path("out.json"))
     run("bench", *args, "--json", path("out.json"), "--min-time", "0", "--repeat", "1", "--quiet")
     return json.load(open(path("out.json")))
 
@@ -143,6 +146,92 @@ def test_progress_bar_on_a_terminal_only():
         quiet_err = b""
     os.close(master)
     assert quiet_err == b"", quiet_err
+
+
+FAST = ("--preset", "lossless", "--repeat", "1", "--min-time", "0")
+
+
+def temporaries(directory):
+    """AtomicOutput's temporaries ('.NAME.tmp-XXXXXX') left in directory."""
+    return [f for f in os.listdir(directory) if ".tmp-" in f]
+
+
+def test_an_existing_report_is_replaced_only_with_force():
+    # before, `--csv victim.npz` replaced the input with CSV and bench had no --force
+    victim = path("victim.npz")
+    with open(path("g.npz"), "rb") as f:
+        original = f.read()
+    with open(victim, "wb") as f:
+        f.write(original)
+    for flag in ("--csv", "--json"):
+        err = fails("bench", path("g.npz"), *FAST, flag, victim, code=1)
+        assert err == f"gradcodec: error: {victim}: already exists (use --force to replace it)", err
+        with open(victim, "rb") as f:
+            assert f.read() == original, flag
+    run("bench", path("g.npz"), *FAST, "--csv", victim, "--force", "--quiet")
+    rows = list(csv.DictReader(open(victim)))
+    assert list(rows[0]) == FIELDS and rows[0]["label"] == "lossless"
+    run("bench", path("g.npz"), *FAST, "--json", victim, "-f", "--quiet")
+    assert json.load(open(victim))["rows"][0]["label"] == "lossless"
+    assert not temporaries(clitest.WORK), temporaries(clitest.WORK)
+    # --workers writes its JSON report at the end too: the same refusal, up front
+    os.makedirs(path("wk"), exist_ok=True)
+    for k in range(2):
+        np.savez(path("wk", f"worker_{k}.npz"), w=rng.standard_normal(300).astype(np.float32))
+    fails("bench", "--workers", path("wk", "worker_*.npz"), "--json", victim, code=1, contains="already exists")
+    assert json.load(open(victim))["rows"][0]["label"] == "lossless"
+    run("bench", "--workers", path("wk", "worker_*.npz"), "--json", victim, "--force", "--quiet")
+    assert json.load(open(victim))["schema"] == "gradcodec-bench-workers/1"
+
+
+def test_report_paths_are_checked_before_the_run():
+    # GRADCODEC_TEST_FLIP_DECODED makes the run itself fail (exit 5): a report path refused with
+    # another exit code was refused before anything was measured. Before, bench ran every row
+    # and only then found the path unusable.
+    env = {"GRADCODEC_TEST_FLIP_DECODED": "1"}
+    with open(path("exists.json"), "w") as f:
+        f.write("{}\n")
+    os.makedirs(path("a_dir"), exist_ok=True)
+    fails("bench", path("g.npz"), *FAST, "--json", path("exists.json"), code=1, contains="already exists", env=env)
+    fails("bench", path("g.npz"), *FAST, "--csv", path("exists.json"), code=1, contains="already exists", env=env)
+    fails("bench", path("g.npz"), *FAST, "--json", path("no_dir", "r.json"), code=2, contains="cannot create output",
+          env=env)
+    fails("bench", path("g.npz"), *FAST, "--csv", path("a_dir"), "--force", code=1, contains="is a directory",
+          env=env)
+    # the second report is checked before the run too, and the first one's temporary is removed
+    fails("bench", path("g.npz"), *FAST, "--json", path("fresh.json"), "--csv", path("no_dir", "r.csv"), code=2,
+          contains="r.csv", env=env)
+    fails("bench", path("g.npz"), *FAST, "--json", path("r"), "--csv", path(".", "r"), code=1,
+          contains="the same file", env=env)
+    os.makedirs(path("wk2"), exist_ok=True)
+    for k in range(2):
+        np.savez(path("wk2", f"worker_{k}.npz"), w=rng.standard_normal(300).astype(np.float32))
+    fails("bench", "--workers", path("wk2", "worker_*.npz"), "--json", path("no_dir", "w.json"), code=2,
+          contains="cannot create output")
+    assert not os.path.exists(path("fresh.json")) and not os.path.exists(path("r"))
+    assert open(path("exists.json")).read() == "{}\n"
+    assert not temporaries(clitest.WORK), temporaries(clitest.WORK)
+
+
+def test_a_report_on_stdout_is_alone_there():
+    # before, `--json -` wrote the table and then the JSON to stdout: no JSON reader took it
+    out, err = run("bench", path("g.npz"), *FAST, "--json", "-")
+    rep = json.loads(out)
+    assert rep["schema"] == "gradcodec-bench/1" and rep["rows"][0]["label"] == "lossless"
+    assert "ratio = input bytes" in err and "lossless" in err, err  # the table went to stderr
+    out, err = run("bench", path("g.npz"), *FAST, "--csv", "-", "--json", path("side.json"))
+    rows = list(csv.DictReader(out.decode().splitlines()))
+    assert list(rows[0]) == FIELDS and len(rows) == 1
+    assert json.load(open(path("side.json")))["rows"][0]["label"] == "lossless"
+    assert "ratio = input bytes" in err, err
+    out, err = run("bench", path("g.npz"), *FAST, "--json", "-", "--quiet")
+    assert json.loads(out)["rows"][0]["label"] == "lossless" and err == "", err
+    # the table still goes to stdout when no report does, --quiet or not
+    out, _ = run("bench", path("g.npz"), *FAST, "--quiet")
+    assert b"ratio = input bytes" in out
+    # two reports cannot share stdout: refused before the run
+    fails("bench", path("g.npz"), *FAST, "--json", "-", "--csv", "-", code=1, contains="standard output",
+          env={"GRADCODEC_TEST_FLIP_DECODED": "1"})
 
 
 def test_demo_on_bundled_data():

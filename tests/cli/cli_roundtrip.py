@@ -305,7 +305,7 @@ def test_inspect_and_bench_agree_on_the_fig10_breakdown():
         out = path(f"fig10-{preset}.gcz")
         run("encode", snap, "-o", out, "--preset", preset, "--force", "--quiet")
         tot = json.loads(run("inspect", out, "--json")[0])["totals"]
-        run("bench", snap, "--preset", preset, "--repeat", "1", "--min-time", "0", "--json", path("fig10.json"))
+        run("bench", snap, "--preset", preset, "--repeat", "1", "--min-time", "0", "--json", path("fig10.json"), "--force")
         with open(path("fig10.json")) as f:
             row = json.load(f)["rows"][0]
         assert tot["kept"] == row["kept"] > 0, (preset, tot["kept"], row["kept"])
