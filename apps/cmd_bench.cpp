@@ -236,8 +236,11 @@ void setup_bench(CLI::App& app, Runner& run) {
   sub->add_option("INPUT", a->inputs, "snapshots (several = a sequence); default: the bundled test_data snapshots");
   // Repeatable options take one value per flag, so `bench --preset bird+ FILE` reads FILE as an input.
   sub->add_option("--preset", a->presets, "a preset to compare (repeatable); default: every preset")
-      ->allow_extra_args(false);
-  sub->add_option("--pipeline", a->pipelines, "a pipeline text to compare (repeatable)")->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->check(non_empty_text());
+  sub->add_option("--pipeline", a->pipelines, "a pipeline text to compare (repeatable)")
+      ->allow_extra_args(false)
+      ->check(non_empty_text());
   sub->add_option("--workers", a->workers,
                   "multi-worker mode: one step's worker inputs, a glob ('dir/worker_*.npz') or a manifest "
                   "(.txt/.list, one step per line); repeatable; compares the merge methods (docs/merge.md)");

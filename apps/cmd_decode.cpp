@@ -123,7 +123,7 @@ void setup_decode(CLI::App& app, Runner& run) {
   sub->add_option("IN", a->input, "the .gcz container, or - for stdin")->required();
   sub->add_option("-o,--output", a->output, "output: .npz, .h5/.hdf5, .safetensors, .npy, DIR/ (or - : npz to stdout)")
       ->required();
-  sub->add_option("--frame", a->frame, "decode only frame N (0-based)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--frame", a->frame, "decode only frame N (0-based)")->check(whole_number());
   sub->add_option("--tensor", a->tensor, "decode only the tensor with this name");
   sub->add_flag("-f,--force", a->force, "replace outputs that exist");
   sub->add_flag("-v,--verbose", a->verbose, "say which frames were read");

@@ -74,10 +74,12 @@ void setup_encode(CLI::App& app, Runner& run) {
                                       "several inputs form a sequence")
       ->required();
   sub->add_option("-o,--output", a->output, "output container (.gcz), or - for stdout")->required();
-  auto* pre = sub->add_option("--preset", a->preset, "a named pipeline (gradcodec list presets); default lossless");
-  auto* pip = sub->add_option("--pipeline", a->pipeline, "a pipeline text, e.g. \"topk(ratio=0.01) | varint | zstd\"");
+  auto* pre = sub->add_option("--preset", a->preset, "a named pipeline (gradcodec list presets); default lossless")
+                  ->check(non_empty_text());
+  auto* pip = sub->add_option("--pipeline", a->pipeline, "a pipeline text, e.g. \"topk(ratio=0.01) | varint | zstd\"")
+                  ->check(non_empty_text());
   pre->excludes(pip);
-  sub->add_option("--seed", a->seed, "seed of every random choice (stored in the container)");
+  sub->add_option("--seed", a->seed, "seed of every random choice (stored in the container)")->check(whole_number());
   sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores); output bytes do not depend on it");
   sub->add_option("--keyframe-interval", a->keyframe_interval,
                   "every K-th frame needs no earlier frame (0: only the first)");

@@ -68,10 +68,13 @@ void setup_merge(CLI::App& app, Runner& run) {
   sub->add_option("INPUT", a->inputs, "workers' .gcz containers, in ring order (at least 2)")->required();
   sub->add_option("-o,--output", a->output, "output container (.gcz), or - for stdout")->required();
   sub->add_option("--method", a->method, "marsit | cascade | majority | mean (see docs/merge.md)")->required();
-  sub->add_option("--seed", a->seed, "seed of marsit's and cascade's random choices (stored in the container)");
+  sub->add_option("--seed", a->seed, "seed of marsit's and cascade's random choices (stored in the container)")
+      ->check(whole_number());
   sub->add_option("--eta", a->eta, "marsit/majority: the output scale (default: the mean of the inputs' scales)");
-  auto* pre = sub->add_option("--preset", a->preset, "mean: re-encode the average with this preset (default lossless)");
-  auto* pip = sub->add_option("--pipeline", a->pipeline, "mean: re-encode the average with this pipeline");
+  auto* pre = sub->add_option("--preset", a->preset, "mean: re-encode the average with this preset (default lossless)")
+                  ->check(non_empty_text());
+  auto* pip = sub->add_option("--pipeline", a->pipeline, "mean: re-encode the average with this pipeline")
+                  ->check(non_empty_text());
   pre->excludes(pip);
   sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores); output bytes do not depend on it");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");

@@ -1,6 +1,7 @@
 #include "common.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
@@ -22,7 +23,49 @@ void set_quiet(bool q) { g_quiet = q; }
 bool quiet() { return g_quiet; }
 
 void warn(const std::string& msg) {
-  if (!g_quiet) std::fprintf(stderr, "gradcodec: warning: %s\n", msg.c_str());
+  if (!g_quiet) std::fprintf(stderr, "gradcodec: warning: %s\n", one_line(msg).c_str());
+}
+
+std::string one_line(const std::string& msg) {
+  std::string out;
+  out.reserve(msg.size());
+  for (unsigned char c : msg) {
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+CLI::Validator non_empty_text() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        return s.find_first_not_of(" \t\n\r") == std::string::npos ? "is empty" : "";
+      },
+      "TEXT");
+}
+
+CLI::Validator whole_number() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        uint64_t v = 0;
+        const char* end = s.data() + s.size();
+        const auto [p, ec] = std::from_chars(s.data(), end, v);
+        if (s.empty() || ec != std::errc() || p != end) return "'" + s + "' is not a whole number from 0 to 2^64-1";
+        return "";
+      },
+      "UINT");
 }
 
 std::string format(const char* fmt, ...) {

@@ -17,8 +17,15 @@ namespace gradcodec::cli {
 // A subcommand: its CLI11 app is set up by `setup`, which returns the function to run.
 using Runner = std::function<int()>;
 
-// Prints "gradcodec: warning: MSG" to stderr (unless quiet was set globally).
+// Prints "gradcodec: warning: MSG" to stderr (unless quiet was set globally), on one line.
 void warn(const std::string& msg);
+// MSG on one line: control characters (a newline in a tensor name, say) as \n, \t, \r or \xNN.
+std::string one_line(const std::string& msg);
+// Option checks: a text that is not empty or blank (--preset "", an unset shell variable, must
+// not silently mean the default), and a whole number 0..2^64-1 written in decimal digits
+// (CLI11 lets "-1" wrap and clamps what overflows).
+CLI::Validator non_empty_text();
+CLI::Validator whole_number();
 void set_quiet(bool quiet);
 bool quiet();
 

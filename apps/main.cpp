@@ -55,7 +55,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "gradcodec: error: %s (see gradcodec --help)\n", e.what());
+    // CLI11 says "A subcommand is required" for `gradcodec foo`: name what was not understood.
+    const std::string first = argc > 1 ? argv[1] : "";
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) known |= sub->get_name() == first;
+    if (!first.empty() && first[0] != '-' && !known) {
+      std::fprintf(stderr, "gradcodec: error: unknown command '%s' (commands: encode, decode, inspect, bench, merge, "
+                           "list; see gradcodec --help)\n", cli::one_line(argv[1]).c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "gradcodec: error: %s (see gradcodec --help)\n", cli::one_line(e.what()).c_str());
     return 1;
   }
   cli::set_quiet(quiet);
@@ -67,13 +76,13 @@ int main(int argc, char** argv) {
       fail(ErrorCode::Input, "<stdout>: write failed: " + std::string(std::strerror(errno)));
     return status;
   } catch (const Error& e) {
-    std::fprintf(stderr, "gradcodec: error: %s\n", e.what());
+    std::fprintf(stderr, "gradcodec: error: %s\n", cli::one_line(e.what()).c_str());
     return static_cast<int>(e.code());
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "gradcodec: error: out of memory\n");
     return static_cast<int>(ErrorCode::Internal);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gradcodec: error: internal: %s\n", e.what());
+    std::fprintf(stderr, "gradcodec: error: internal: %s\n", cli::one_line(e.what()).c_str());
     return static_cast<int>(ErrorCode::Internal);
   }
 }

@@ -400,7 +400,7 @@ class Hdf5Writer final : public SnapshotWriter {
   std::vector<std::string> take_warnings() override {
     std::vector<std::string> w;
     if (bf16_count_ > 0) {
-      w.push_back(path_ + ": " + std::to_string(bf16_count_) + " bf16 tensor(s) (first: '" + first_bf16_ +
+      w.push_back(std::to_string(bf16_count_) + " bf16 tensor(s) (first: '" + first_bf16_ +
                   "') stored as a custom 2-byte HDF5 float (bfloat16 layout); h5py reads them as float32, "
                   "with exact values");
       bf16_count_ = 0;

@@ -189,6 +189,26 @@ def test_failed_write_to_stdout_is_an_error():
         assert b"<stdout>: write failed" in p.stderr, p.stderr
 
 
+def test_option_values_checked_and_messages_on_one_line():
+    fails("foo", code=1, contains="unknown command 'foo'")
+    for opt in ("--preset", "--pipeline"):
+        fails("encode", path("ok.npz"), "-o", path("o1.gcz"), opt, "", code=1, contains=f"{opt}: is empty")
+        fails("bench", path("ok.npz"), opt, " ", code=1, contains=f"{opt}: is empty")
+    for seed in ("-1", "99999999999999999999999", "7x"):
+        fails("encode", path("ok.npz"), "-o", path("o1.gcz"), "--seed", seed, code=1, contains="whole number")
+    run("encode", path("ok.npz"), "-o", path("o1.gcz"), "--seed", str(2**64 - 1), "--quiet")
+    assert json.loads(run("inspect", path("o1.gcz"), "--json")[0])["seed"] == 2**64 - 1
+    fails("decode", path("o1.gcz"), "-o", path("o1.npz"), "--frame", "-1", code=1, contains="'-1' is not a whole number")
+    assert not os.path.exists(path("o1.npz"))
+    # A tensor name holding a newline: the warning and the error stay on one line (\n escaped).
+    np.savez(path("nl.npz"), w=np.ones(3, np.float32), **{"bad\nint": np.arange(3)})
+    _, err = run("encode", path("nl.npz"), "-o", path("nl.gcz"))
+    warnings = [l for l in err.splitlines() if "warning" in l]
+    assert len(warnings) == 1 and "bad\\nint" in warnings[0], err
+    assert all(l.startswith("gradcodec: ") for l in err.splitlines() if l.strip()), err
+    fails("encode", path("nl.npz"), "-o", path("nl2.gcz"), "--strict", code=2, contains="bad\\nint")
+
+
 def test_binary_output_to_terminal_refused():
     run("encode", path("ok.npz"), "-o", path("t.gcz"), "--quiet")
     for args in (["encode", path("ok.npz"), "-o", "-"], ["decode", path("t.gcz"), "-o", "-"]):

@@ -357,6 +357,10 @@ def test_bf16_safetensors_lossless():
     got = {t["name"]: t for t in tensors}
     assert got["w"]["dtype"] == "BF16" and got["w"]["bytes"] == bits.tobytes()
     assert got["x"]["dtype"] == "F32" and got["x"]["bytes"] == f32.tobytes()
+    # To HDF5: one warning line naming the file once (it was named twice).
+    _, err = run("decode", path("b.gcz"), "-o", path("b.out.h5"), "--force")
+    warnings = [l for l in err.splitlines() if "warning" in l]
+    assert len(warnings) == 1 and warnings[0].count("b.out.h5") == 1 and "1 bf16 tensor(s)" in warnings[0], err
 
 
 def test_format_md_worked_example_is_true():

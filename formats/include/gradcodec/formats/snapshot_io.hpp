@@ -63,7 +63,8 @@ class SnapshotWriter {
     publish();
   }
   // Notes for the user about lossy-looking but exact adaptations the format forced (e.g. bf16
-  // stored as float32 in NPY, which numpy cannot hold). The library never prints: the CLI does.
+  // stored as float32 in NPY, which numpy cannot hold), without the output's path: the caller
+  // names the file. The library never prints: the CLI does.
   virtual std::vector<std::string> take_warnings() { return {}; }
 };
 std::unique_ptr<SnapshotWriter> create_snapshot(const std::string& path, bool overwrite);
