@@ -74,6 +74,14 @@ int run_decode(const DecodeArgs& a) {
   // Every frame's file is completed under a temporary name, and renamed into place only once
   // all of them are: a failure in frame k leaves no file of frames 0..k-1.
   std::vector<std::unique_ptr<formats::SnapshotWriter>> done;
+  // On a failure the completed frames are dropped last first, so each removes the directories
+  // it created once the later ones have gone (DIR/frame001/ before DIR/frame000/ and DIR/).
+  struct DropInReverse {
+    std::vector<std::unique_ptr<formats::SnapshotWriter>>& w;
+    ~DropInReverse() {
+      while (!w.empty()) w.pop_back();
+    }
+  } drop{done};
   for (size_t f : frames) {
     std::string out = a.frame >= 0 ? a.output : frame_path(a.output, f, frames.size());
     auto writer = formats::create_snapshot(out, a.force);

@@ -75,16 +75,24 @@ class NpyDirWriter final : public SnapshotWriter {
     std::error_code ec;
     if (!is_directory(dir)) {
       if (path_exists(dir)) fail(ErrorCode::Usage, dir + ": exists and is not a directory");
+      // The directories that do not exist yet, deepest first (DIR/frame000/ may create DIR too).
+      for (fs::path p = fs::path(dir).lexically_normal(); !p.empty() && !path_exists(p.string()); p = p.parent_path()) {
+        if (p.filename().empty()) p = p.parent_path();  // "DIR/" → "DIR"
+        if (p.empty() || path_exists(p.string())) break;
+        created_.push_back(p.string());
+      }
       fs::create_directories(dir, ec);
-      created_ = !ec;
-      if (ec) fail(ErrorCode::Input, dir + ": cannot create directory: " + ec.message());
+      if (ec) {
+        created_.clear();
+        fail(ErrorCode::Input, dir + ": cannot create directory: " + ec.message());
+      }
     }
   }
   ~NpyDirWriter() override {
-    if (finished_ || !created_) return;
+    if (finished_) return;
     outputs_.clear();  // removes the temporaries
     std::error_code ec;
-    fs::remove(dir_, ec);  // only succeeds when we left it empty
+    for (const auto& d : created_) fs::remove(d, ec);  // only succeeds when we left it empty
   }
 
   void add(const Tensor& t) override {
@@ -114,7 +122,8 @@ class NpyDirWriter final : public SnapshotWriter {
  private:
   std::string dir_;
   bool overwrite_;
-  bool created_ = false, finished_ = false;
+  std::vector<std::string> created_;  // directories this writer made, deepest first
+  bool finished_ = false;
   std::set<std::string> names_;
   std::vector<std::unique_ptr<AtomicOutput>> outputs_;
   std::vector<std::string> warnings_;

@@ -127,6 +127,12 @@ def test_failed_frame_leaves_no_file_of_any_frame():
     os.makedirs(path("frames"))
     fails("decode", path("fr.gcz"), "-o", path("frames", "out.h5"), code=1, contains=["out.frame002.h5", "a/.b"])
     assert os.listdir(path("frames")) == [], os.listdir(path("frames"))
+    # To a directory of .npy ('a/.b' cannot be a file name there): the directories the run made
+    # (DIR, DIR/sub, DIR/sub/frameNNN) are gone too; a directory that was there stays.
+    fails("decode", path("fr.gcz"), "-o", path("made", "sub") + "/", code=1, contains="a/.b")
+    assert not os.path.exists(path("made"))
+    fails("decode", path("fr.gcz"), "-o", path("frames") + "/", code=1, contains="a/.b")
+    assert os.listdir(path("frames")) == [], os.listdir(path("frames"))
     # The same container to .npz: all three frames.
     run("decode", path("fr.gcz"), "-o", path("frames", "out.npz"))
     assert sorted(os.listdir(path("frames"))) == [f"out.frame00{f}.npz" for f in range(3)]
