@@ -188,20 +188,26 @@ int run_bench_workers(const WorkersBenchArgs& a) {
     }
 
   // ---- report ----
+  // With the JSON report on stdout (--json -), the table goes to stderr: the pipe gets the JSON alone.
+  FILE* table = a.json == "-" ? stderr : stdout;
   const double dd = d ? static_cast<double>(d) : 1.0;
-  std::printf("%s workers: %zu worker(s) per step in ring order, %zu step(s), d = %llu parameters per ring pass, "
-              "stochastic methods over %u seed(s)\n",
-              a.markdown ? "**bench**" : "bench", M, steps.size(), static_cast<unsigned long long>(d),
-              std::max(1u, a.seeds));
+  std::fprintf(table,
+               "%s workers: %zu worker(s) per step in ring order, %zu step(s), d = %llu parameters per ring pass, "
+               "stochastic methods over %u seed(s)\n",
+               a.markdown ? "**bench**" : "bench", M, steps.size(), static_cast<unsigned long long>(d),
+               std::max(1u, a.seeds));
   for (size_t s = 0; s < steps.size(); ++s) {
     std::string list;
     for (const auto& f : steps[s]) list += (list.empty() ? "" : " ") + f;
-    std::printf("  step %zu: %s\n", s, list.c_str());
+    std::fprintf(table, "  step %zu: %s\n", s, list.c_str());
   }
   const char* sep = a.markdown ? " | " : "  ";
-  if (a.markdown) std::printf("\n| method | match_rate | (min..max over seeds) | rel_l2 | bits/param hop 1..M-1 | ring bits/param |\n|---|---|---|---|---|---|\n");
-  else std::printf("\n%-9s%s%-10s%s%-19s%s%-9s%s%-28s%s%s\n", "method", sep, "match_rate", sep, "(min..max, seeds)",
-                   sep, "rel_l2", sep, "bits/param hop 1..M-1", sep, "ring bits/param");
+  if (a.markdown)
+    std::fprintf(table, "\n| method | match_rate | (min..max over seeds) | rel_l2 | bits/param hop 1..M-1 | "
+                        "ring bits/param |\n|---|---|---|---|---|---|\n");
+  else
+    std::fprintf(table, "\n%-9s%s%-10s%s%-19s%s%-9s%s%-28s%s%s\n", "method", sep, "match_rate", sep,
+                 "(min..max, seeds)", sep, "rel_l2", sep, "bits/param hop 1..M-1", sep, "ring bits/param");
   for (const auto& r : rows) {
     std::string hops;
     uint64_t total = 0;
@@ -211,13 +217,14 @@ int run_bench_workers(const WorkersBenchArgs& a) {
     }
     const std::string range = format("%.4f..%.4f", min_of(r.match), max_of(r.match));
     if (a.markdown)
-      std::printf("| %s | %.4f | %s | %.4g | %s | %.3f |\n", merge_method_name(r.method), mean_of(r.match),
-                  range.c_str(), mean_of(r.rel), hops.c_str(), static_cast<double>(total) / dd);
+      std::fprintf(table, "| %s | %.4f | %s | %.4g | %s | %.3f |\n", merge_method_name(r.method), mean_of(r.match),
+                   range.c_str(), mean_of(r.rel), hops.c_str(), static_cast<double>(total) / dd);
     else
-      std::printf("%-9s%s%-10.4f%s%-19s%s%-9.4g%s%-28s%s%.3f\n", merge_method_name(r.method), sep, mean_of(r.match),
-                  sep, range.c_str(), sep, mean_of(r.rel), sep, hops.c_str(), sep, static_cast<double>(total) / dd);
+      std::fprintf(table, "%-9s%s%-10.4f%s%-19s%s%-9.4g%s%-28s%s%.3f\n", merge_method_name(r.method), sep,
+                   mean_of(r.match), sep, range.c_str(), sep, mean_of(r.rel), sep, hops.c_str(), sep,
+                   static_cast<double>(total) / dd);
   }
-  std::printf("\n%s\n%s\n%s\n", kFormulaMatch, kFormulaRel, kFormulaHop);
+  std::fprintf(table, "\n%s\n%s\n%s\n", kFormulaMatch, kFormulaRel, kFormulaHop);
 
   if (!a.json.empty()) {
     nlohmann::ordered_json j;

@@ -182,6 +182,10 @@ def test_an_existing_report_is_replaced_only_with_force():
     assert json.load(open(victim))["rows"][0]["label"] == "lossless"
     run("bench", "--workers", path("wk", "worker_*.npz"), "--json", victim, "--force", "--quiet")
     assert json.load(open(victim))["schema"] == "gradcodec-bench-workers/1"
+    # --workers --json -: the JSON alone on stdout, the table on stderr.
+    out, err = run("bench", "--workers", path("wk", "worker_*.npz"), "--json", "-")
+    assert json.loads(out)["schema"] == "gradcodec-bench-workers/1"
+    assert "match_rate" in err
 
 
 def test_report_paths_are_checked_before_the_run():
