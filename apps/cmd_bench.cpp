@@ -80,18 +80,6 @@ Sweep parse_sweep(const std::string& s) {
   return w;
 }
 
-void progress(size_t done, size_t total, const std::string& what) {
-  if (quiet() || !::isatty(STDERR_FILENO)) return;
-  const int width = 30;
-  int filled = total ? static_cast<int>(width * done / total) : width;
-  std::string bar(filled, '=');
-  bar.resize(width, ' ');
-  std::string label = what.size() > 40 ? what.substr(0, 39) + "~" : what;
-  std::fprintf(stderr, "\r[%s] %zu/%zu %-40s", bar.c_str(), done, total, label.c_str());
-  if (done == total) std::fprintf(stderr, "\r%*s\r", width + 60, "");
-  std::fflush(stderr);
-}
-
 // The --json/--csv reports, opened before anything is read or measured: a report path that exists
 // (without --force), lies in a missing or read-only directory, or is a directory, is refused at
 // once instead of after a run that may take minutes. Each is written to a temporary file next to
@@ -202,11 +190,13 @@ int run_bench(BenchArgs a) {
                    ? "/dev/shm"
                    : std::filesystem::temp_directory_path().string();
   std::vector<BenchRow> rows;
+  ProgressBar bar("bench", jobs.size(), ProgressBar::Unit::Items);
   for (size_t i = 0; i < jobs.size(); ++i) {
-    progress(i, jobs.size(), jobs[i].label == "pipeline" ? jobs[i].pipeline.text() : jobs[i].label);
+    bar.set(i, jobs.size(), jobs[i].label == "pipeline" ? jobs[i].pipeline.text() : jobs[i].label);
     rows.push_back(bench_pipeline(jobs[i].pipeline, jobs[i].label, jobs[i].sweep, frames, s));
   }
-  progress(jobs.size(), jobs.size(), "");
+  bar.set(jobs.size(), jobs.size());
+  bar.finish();
   BenchContext ctx{a.inputs, frames.size(), s.threads, s.repeat, s.min_time};
   // With a report on stdout, the table goes to stderr (a summary there, so --quiet drops it): a
   // pipe into a JSON or CSV reader gets the report alone.

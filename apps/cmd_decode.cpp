@@ -71,6 +71,15 @@ int run_decode(const DecodeArgs& a) {
   if (frames.size() > 1 && a.output == "-")
     fail(ErrorCode::Usage, "the container holds " + std::to_string(frames.size()) +
                                " frames: choose one with --frame N to write to stdout");
+  // The bar counts the decoded tensors' bytes (with --tensor, one tensor per frame).
+  uint64_t total = 0;
+  for (size_t f : frames)
+    for (size_t i = 0; i < reader.record_count(f); ++i) {
+      const TensorInfo& t = reader.record(f, i).info;
+      if (a.tensor.empty() || t.name == a.tensor) total += t.elements() * dtype_size(t.dtype);
+    }
+  ProgressBar bar("decode", total, ProgressBar::Unit::Bytes);
+  auto advance = [&bar](const Tensor& t) { bar.advance(t.elements() * dtype_size(t.dtype()), t.name()); };
   // Every frame's file is completed under a temporary name, and renamed into place only once
   // all of them are: a failure in frame k leaves no file of frames 0..k-1.
   std::vector<std::unique_ptr<formats::SnapshotWriter>> done;
@@ -98,7 +107,9 @@ int run_decode(const DecodeArgs& a) {
         fail(ErrorCode::Usage, "no tensor '" + a.tensor + "' in frame " + std::to_string(f) + " (tensors: " + names +
                                    (names.size() >= 200 ? ", ..." : "") + ")");
       if (out != "-") writer->expect({reader.record(f, found).info});
-      writer->add(dec.decode(f, found));
+      Tensor t = dec.decode(f, found);
+      writer->add(t);
+      advance(t);
       frames_read = dec.frames_read();
     } else {
       // Announced first, so that a writer can write each tensor as it is decoded (a file is
@@ -109,16 +120,22 @@ int run_decode(const DecodeArgs& a) {
         for (size_t i = 0; i < reader.record_count(f); ++i) infos.push_back(reader.record(f, i).info);
         writer->expect(infos);
       }
-      dec.decode_frame(f, [&](Tensor&& t) { writer->add(t); });
+      dec.decode_frame(f, [&](Tensor&& t) {
+        writer->add(t);
+        advance(t);
+      });
       frames_read = dec.frames_read();
     }
     writer->complete();
     for (const auto& w : writer->take_warnings()) warn(out + ": " + w);
-    if (a.verbose)
+    if (a.verbose) {
+      auto hold = hold_progress_line();
       std::fprintf(stderr, "gradcodec: frame %zu -> %s (read %zu frame(s)%s)\n", f, out.c_str(), frames_read,
                    dec.stateful() ? ", stateful pipeline: from the last keyframe" : "");
+    }
     done.push_back(std::move(writer));
   }
+  bar.finish();
   for (auto& w : done) w->publish();
   return 0;
 }

@@ -43,6 +43,14 @@ int run_encode(const EncodeArgs& a) {
     inputs.push_back(open_input(path, a.in));
     desc.push_back({{"path", path}, {"format", formats::format_name(inputs.back().reader->format())}});
   }
+  // The bar counts the floating tensors' bytes (pass-through arrays are stored as they are).
+  uint64_t float_bytes = 0;
+  for (const auto& in : inputs) float_bytes += in.float_bytes;
+  ProgressBar bar("encode", float_bytes, ProgressBar::Unit::Bytes);
+  if (bar.shown())
+    eo.progress = [&bar](const TensorInfo& t) {
+      if (is_float(t.dtype)) bar.advance(t.elements() * dtype_size(t.dtype), t.name);
+    };
   SequenceEncoder enc(pipeline, eo);
   ContainerWriter writer(a.output, a.force, enc.header(desc.dump()));
   uint64_t in_bytes = 0, elements = 0, tensors = 0;
@@ -55,6 +63,7 @@ int run_encode(const EncodeArgs& a) {
     }
   }
   writer.finish();
+  bar.finish();
   const uint64_t out_bytes = writer.bytes_written();
   if (!quiet())
     std::fprintf(stderr, "gradcodec: %s: %zu frame(s), %llu tensors, %s -> %s (ratio %.2fx, %.3f bits/param)\n",

@@ -47,7 +47,10 @@ int run_merge(const MergeArgs& a) {
   std::vector<const ContainerReader*> ptrs;
   for (const auto& r : readers) ptrs.push_back(&r);
   check_mergeable(ptrs, o);
+  ProgressBar bar("merge", 0, ProgressBar::Unit::Percent);
+  if (bar.shown()) o.progress = [&bar](uint64_t done, uint64_t total) { bar.set(done, total); };
   const MergeReport rep = merge_containers(ptrs, a.output, a.force, o, desc.dump());
+  bar.finish();
   if (!quiet()) {
     uint64_t hop_total = 0;
     for (uint64_t b : rep.hop_bits) hop_total += b;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common.hpp"
+#include "progress.hpp"
 
 namespace gradcodec::cli {
 void setup_encode(CLI::App& app, Runner& run);

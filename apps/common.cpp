@@ -1,4 +1,5 @@
 #include "common.hpp"
+#include "progress.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -23,7 +24,9 @@ void set_quiet(bool q) { g_quiet = q; }
 bool quiet() { return g_quiet; }
 
 void warn(const std::string& msg) {
-  if (!g_quiet) std::fprintf(stderr, "gradcodec: warning: %s\n", one_line(msg).c_str());
+  if (g_quiet) return;
+  auto hold = hold_progress_line();
+  std::fprintf(stderr, "gradcodec: warning: %s\n", one_line(msg).c_str());
 }
 
 std::string one_line(const std::string& msg) {

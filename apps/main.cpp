@@ -3,6 +3,7 @@
 // 4 internal, 5 round-trip mismatch). Every error is one line on stderr.
 #include "commands.hpp"
 #include "common.hpp"
+#include "progress.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -22,6 +23,7 @@ namespace {
 // partial file), then the signal takes its default course, so the exit status says which it was.
 extern "C" void on_interrupt(int sig) {
   remove_temporary_outputs();
+  cli::clear_progress_line_in_signal();
   constexpr char kMsg[] = "gradcodec: interrupted; no output was written\n";
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
   std::signal(sig, SIG_DFL);

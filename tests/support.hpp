@@ -11,6 +11,16 @@
 
 namespace gradcodec::test {
 
+// A frame for SequenceEncoder::encode_frame from tensors in memory (which must outlive it).
+inline FrameSource frame_source(const std::vector<Tensor>& fr, std::string source = "frame") {
+  FrameSource src;
+  src.count = fr.size();
+  src.info = [&fr](size_t i) { return fr[i].info; };
+  src.load = [&fr](size_t i) { return fr[i]; };
+  src.source = std::move(source);
+  return src;
+}
+
 inline Tensor make_tensor(const std::string& name, std::vector<uint64_t> shape, const std::vector<float>& v) {
   Tensor t;
   t.info.name = name;

@@ -130,9 +130,19 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
   check_mergeable(in, o);
   const Pipeline out_pipeline = o.method == MergeMethod::Mean ? (o.pipeline ? *o.pipeline : Pipeline::preset("lossless"))
                                                               : Pipeline::parse("sign");
+  // Progress in elements: each tensor's count once per worker's decoded copy, once merged and
+  // once written (MergeOptions::progress). The calls come from one phase at a time.
+  uint64_t work_done = 0, work_total = 0;
+  for (size_t f = 0; f < in[0]->frame_count(); ++f)
+    for (size_t i = 0; i < in[0]->record_count(f); ++i) work_total += in[0]->record(f, i).info.elements() * (in.size() + 2);
+  auto advance = [&](uint64_t elements) {
+    work_done += elements;
+    if (o.progress) o.progress(work_done, work_total);
+  };
   EncodeOptions eo;
   eo.seed = o.seed;
   eo.threads = std::max(1u, o.threads);
+  eo.progress = [&](const TensorInfo& t) { advance(t.elements()); };
   SequenceEncoder enc(out_pipeline, eo);
   std::vector<std::unique_ptr<SequenceDecoder>> dec;
   DecodeOptions dopt;
@@ -150,7 +160,11 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
   for (size_t f = 0; f < rep.frames; ++f) {
     // Every worker's frame f, decoded with its own pipeline and state.
     std::vector<std::vector<Tensor>> workers(in.size());
-    for (size_t m = 0; m < in.size(); ++m) dec[m]->decode_frame(f, [&](Tensor&& t) { workers[m].push_back(std::move(t)); });
+    for (size_t m = 0; m < in.size(); ++m)
+      dec[m]->decode_frame(f, [&](Tensor&& t) {
+        advance(t.elements());
+        workers[m].push_back(std::move(t));
+      });
     const size_t count = workers[0].size();
     std::vector<Tensor> merged(count);
     std::vector<std::vector<uint64_t>> hops(count);
@@ -182,6 +196,7 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
     // are added in tensor order, and the error reported is the first tensor's that fails.
     auto add_hops = [&](size_t i) {
       for (size_t h = 0; h < hops[i].size() && h < rep.hop_bits.size(); ++h) rep.hop_bits[h] += hops[i][h];
+      advance(merged[i].elements());
     };
     run_ordered(bytes, threads, work, add_hops, CommitOn::AnyThread);
     workers.clear();

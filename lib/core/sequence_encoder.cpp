@@ -193,6 +193,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
     o.times = job.times;
     o.stats = std::move(job.stats);
     outcomes.push_back(std::move(o));
+    if (im.opt.progress) im.opt.progress(job.tensor.info);
   };
   // Once its record is made, a tensor's bytes are not needed: dropping them before the record is
   // written lets a memory-mapped input's pages go (InputFile::slice) while earlier records wait.

@@ -30,10 +30,7 @@ inline void write_container(const std::string& path, const std::string& pipeline
   ContainerWriter w(path, true, enc.header("[]"));
   for (size_t f = 0; f < frames.size(); ++f) {
     const auto& fr = frames[f];
-    FrameSource src;
-    src.count = fr.size();
-    src.info = [&](size_t i) { return fr[i].info; };
-    src.load = [&](size_t i) { return fr[i]; };
+    FrameSource src = frame_source(fr);
     src.source = "frame" + std::to_string(f);
     enc.encode_frame(src, w);
   }

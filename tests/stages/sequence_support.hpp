@@ -40,10 +40,7 @@ inline EncodedSequence encode_sequence(const std::string& pipeline, size_t frame
     ContainerWriter w(path, true, enc.header("[]"));
     for (size_t f = 0; f < frames; ++f) {
       const std::vector<Tensor> fr = make(f);
-      FrameSource src;
-      src.count = fr.size();
-      src.info = [&](size_t i) { return fr[i].info; };
-      src.load = [&](size_t i) { return fr[i]; };
+      FrameSource src = frame_source(fr);
       src.source = "frame" + std::to_string(f);
       out.outcomes.push_back(enc.encode_frame(src, w));
     }

@@ -146,10 +146,7 @@ FrameResult encode_frame(const std::string& pipeline, const std::vector<Tensor>&
     opt.seed = seed;
     SequenceEncoder enc(Pipeline::parse(pipeline), opt);
     ContainerWriter w(path, true, enc.header("[]"));
-    FrameSource src;
-    src.count = snap.size();
-    src.info = [&](size_t i) { return snap[i].info; };
-    src.load = [&](size_t i) { return snap[i]; };
+    FrameSource src = frame_source(snap);
     enc.encode_frame(src, w);
     w.finish();
   }

@@ -45,10 +45,7 @@ std::vector<uint8_t> encode_container(const std::string& pipeline, const std::ve
     SequenceEncoder enc(Pipeline::parse(pipeline), eo);
     ContainerWriter w(path, true, enc.header("[]"));
     for (const auto& fr : frames) {
-      FrameSource src;
-      src.count = fr.size();
-      src.info = [&](size_t i) { return fr[i].info; };
-      src.load = [&](size_t i) { return fr[i]; };
+      FrameSource src = frame_source(fr);
       enc.encode_frame(src, w);
     }
     w.finish();

@@ -276,10 +276,7 @@ TEST_CASE("topk scope=global through SequenceEncoder and a real container", "[to
   {
     SequenceEncoder enc(Pipeline::parse("topk(k=12, scope=global)"), {});
     ContainerWriter w(path, true, enc.header("[]"));
-    FrameSource src;
-    src.count = snap.size();
-    src.info = [&](size_t i) { return snap[i].info; };
-    src.load = [&](size_t i) { return snap[i]; };
+    FrameSource src = frame_source(snap);
     enc.encode_frame(src, w);
     w.finish();
   }

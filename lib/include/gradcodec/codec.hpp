@@ -132,6 +132,9 @@ struct EncodeOptions {
   uint64_t seed = 0;
   uint32_t keyframe_interval = 0;  // 0: only frame 0 is a keyframe
   unsigned threads = 1;
+  // Called once per tensor, after its record is written, in record order and never two calls at
+  // once (though perhaps on a worker thread): the CLI's progress bar. Must not throw.
+  std::function<void(const TensorInfo&)> progress;
 };
 
 // What happened to one tensor of one frame.

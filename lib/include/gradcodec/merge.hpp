@@ -22,6 +22,7 @@
 #include <gradcodec/pipeline.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -72,6 +73,11 @@ struct MergeOptions {
   std::optional<Pipeline> pipeline;  // mean only: re-encode with it (default: lossless)
   unsigned threads = 1;
   uint64_t memory_limit = uint64_t{8} << 30;  // per tensor, as DecodeOptions::memory_limit
+  // Called as the work advances, with the work done and the whole run's work, in elements: each
+  // tensor's are counted once as each worker's copy is decoded, once when merged and once when
+  // its record is written. Never two calls at once (though perhaps on a worker thread); `done`
+  // never decreases and reaches `total` at the end. The CLI's progress bar. Must not throw.
+  std::function<void(uint64_t done, uint64_t total)> progress;
 };
 
 struct MergeReport {
