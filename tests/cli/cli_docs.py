@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Every registered stage has its section in docs/stages.md, every preset appears in the README
+"""Every registered stage has its section in docs/stages.md, every doc link points inside the repository,
+every preset appears in the README
 or docs, and docs/stages.md is what docs/make_stages.sh assembles from docs/stages.d/."""
 import os
 import re
@@ -45,6 +46,25 @@ def test_readme_demo_table_is_the_bench_table():
     assert [r[0] for r in rows] == names, "the README's demo table does not list the presets in order"
     bad = [r[0] for r in rows if len(r) != 13 or not all(re.fullmatch(r"-?[0-9.]+", x) for x in r[1:])]
     assert not bad, f"README demo rows without the table's 12 figures: {bad}"
+
+
+def test_doc_links_and_paths_point_inside_the_repository():
+    """Every markdown link and every backquoted relative path in README.md and docs/*.md names a
+    file of the repository (a reader of a clone has nothing outside it)."""
+    docs = [os.path.join(ROOT, "README.md")] + [os.path.join(ROOT, "docs", f)
+                                                for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md")]
+    bad = []
+    for d in docs:
+        text = open(d).read()
+        targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+        targets += [t for t in re.findall(r"`(\.\./[^`\s]+)`", text)]
+        for t in targets:
+            if re.match(r"[a-z]+://", t):
+                continue
+            full = os.path.normpath(os.path.join(os.path.dirname(d), t))
+            if not full.startswith(os.path.normpath(ROOT) + os.sep) or not os.path.exists(full):
+                bad.append(f"{os.path.relpath(d, ROOT)}: {t}")
+    assert not bad, f"links or paths outside the repository or missing: {bad}"
 
 
 clitest.run_all(globals())
