@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Every registered stage has its section in docs/stages.md, every doc link points inside the repository,
-every preset appears in the README
-or docs, and docs/stages.md is what docs/make_stages.sh assembles from docs/stages.d/."""
+"""Every registered stage has its section in docs/stages.md, every doc link points inside the
+repository, every preset appears in the README or docs, and docs/stages.md is what
+docs/make_stages.sh assembles from docs/stages.d/."""
 import os
 import re
 import subprocess
