@@ -1,4 +1,5 @@
 #include "bench_report.hpp"
+#include "figures.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -13,7 +14,6 @@ using nlohmann::ordered_json;
 
 // Every figure of a row, by its stable field name (JSON and CSV share these names).
 ordered_json row_fields(const BenchRow& r) {
-  const double params = r.parameters ? double(r.parameters) : 1.0;
   const double mb = double(r.input_bytes) / 1e6;
   const uint64_t streams = r.index_bytes + r.value_bytes + r.scale_bytes + r.side_bytes;
   const uint64_t overhead = r.output_bytes > streams ? r.output_bytes - streams : 0;
@@ -31,15 +31,15 @@ ordered_json row_fields(const BenchRow& r) {
   j["lossless"] = r.exact;
   j["parameters"] = r.parameters;
   j["kept"] = r.kept;
-  j["kept_fraction"] = kept / params;
+  j["kept_fraction"] = per_param(kept, r.parameters);
   j["input_bytes"] = r.input_bytes;
   j["output_bytes"] = r.output_bytes;
   j["ratio"] = r.output_bytes ? double(r.input_bytes) / double(r.output_bytes) : 0.0;
-  j["bits_per_param"] = 8.0 * double(r.output_bytes) / params;
-  j["bits_index"] = 8.0 * double(r.index_bytes) / params;
-  j["bits_value"] = 8.0 * double(r.value_bytes) / params;
-  j["bits_scale_side"] = 8.0 * double(r.scale_bytes + r.side_bytes) / params;
-  j["bits_overhead"] = 8.0 * double(overhead) / params;
+  j["bits_per_param"] = per_param(8.0 * double(r.output_bytes), r.parameters);
+  j["bits_index"] = per_param(8.0 * double(r.index_bytes), r.parameters);
+  j["bits_value"] = per_param(8.0 * double(r.value_bytes), r.parameters);
+  j["bits_scale_side"] = per_param(8.0 * double(r.scale_bytes + r.side_bytes), r.parameters);
+  j["bits_overhead"] = per_param(8.0 * double(overhead), r.parameters);
   j["index_cr"] = cr(32.0 * kept, r.index_bytes);
   j["value_cr"] = cr(32.0 * kept, r.value_bytes + r.scale_bytes);
   j["overall_cr"] = cr(64.0 * kept, streams);
@@ -70,7 +70,6 @@ ordered_json row_fields(const BenchRow& r) {
   return j;
 }
 
-std::string fmt_cr(const ordered_json& v) { return v.is_null() ? "-" : format("%.1f", v.get<double>()); }
 
 // The stages' figures (Stage::stream_stats) by name: value, and the sums it is the ratio of.
 ordered_json stats_json(const StageStats& stats) {
@@ -97,11 +96,12 @@ void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchC
     std::string name = r.label == "pipeline" ? r.pipeline : r.label;
     if (!r.sweep.empty()) name += " [" + r.sweep + "]";
     if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
-    const char* f = md ? "| %s | %.2f | %.4f | %.4f | %.4f | %.4f | %.4f | %.3g | %.5f | %.3g | %.1f | %.1f | %.1f |\n"
-                       : "%-26s %8.2f %8.4f %7.4f %7.4f %7.4f %6.4f %9.3g %8.5f %9.3g %7.1f %9.1f %9.1f\n";
-    std::fprintf(out, f, name.c_str(), j["ratio"].get<double>(), j["bits_per_param"].get<double>(),
-                 j["bits_index"].get<double>(), j["bits_value"].get<double>(), j["bits_scale_side"].get<double>(),
-                 j["bits_overhead"].get<double>(), j["rel_l2"].get<double>(), j["cosine"].get<double>(),
+    const char* f = md ? "| %s | %.2f | %s | %s | %s | %s | %s | %.3g | %.5f | %.3g | %.1f | %.1f | %.1f |\n"
+                       : "%-26s %8.2f %8s %7s %7s %7s %6s %9.3g %8.5f %9.3g %7.1f %9.1f %9.1f\n";
+    std::fprintf(out, f, name.c_str(), j["ratio"].get<double>(), fig(j["bits_per_param"], "%.4f").c_str(),
+                 fig(j["bits_index"], "%.4f").c_str(), fig(j["bits_value"], "%.4f").c_str(),
+                 fig(j["bits_scale_side"], "%.4f").c_str(), fig(j["bits_overhead"], "%.4f").c_str(),
+                 j["rel_l2"].get<double>(), j["cosine"].get<double>(),
                  j["max_abs_error"].get<double>(), 100.0 * j["sign_agreement"].get<double>(),
                  j["encode_mbps"].get<double>(), j["decode_mbps"].get<double>());
   }
@@ -120,10 +120,11 @@ void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchC
                        : r.seeds > 1   ? format("bias %.3g, rel L2 %.3g +- %.2g (%u seeds)", r.bias, r.rel_l2_mean,
                                                 r.rel_l2_std, r.seeds)
                                        : "stochastic (use --seeds N)";
-    const char* f = md ? "| %s | %.3f | %s | %s | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n"
-                       : "%-26s %7.3f %7s %7s %9.1f %7.0f %7.0f %7.0f %7.0f %7.0f %s\n";
-    std::fprintf(out, f, name.c_str(), 100.0 * j["kept_fraction"].get<double>(), fmt_cr(j["index_cr"]).c_str(),
-                 fmt_cr(j["value_cr"]).c_str(), j["throughput_mbps"].get<double>(),
+    const char* f = md ? "| %s | %s | %s | %s | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n"
+                       : "%-26s %7s %7s %7s %9.1f %7.0f %7.0f %7.0f %7.0f %7.0f %s\n";
+    const ordered_json& kf = j["kept_fraction"];
+    std::fprintf(out, f, name.c_str(), kf.is_null() ? "-" : format("%.3f", 100.0 * kf.get<double>()).c_str(),
+                 fig(j["index_cr"], "%.1f").c_str(), fig(j["value_cr"], "%.1f").c_str(), j["throughput_mbps"].get<double>(),
                  100 * j["time_transform"].get<double>(), 100 * j["time_sparsify"].get<double>(),
                  100 * j["time_quantize"].get<double>(), 100 * j["time_index"].get<double>(),
                  100 * j["time_lossless"].get<double>(), bias.c_str());
@@ -186,7 +187,7 @@ std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx
                         {"record_bytes", ff.record_bytes},
                         {"parameters", ff.parameters},
                         {"ratio", ff.record_bytes ? double(ff.input_bytes) / ff.record_bytes : 0.0},
-                        {"bits_per_param", ff.parameters ? 8.0 * ff.record_bytes / ff.parameters : 0.0},
+                        {"bits_per_param", per_param(8.0 * double(ff.record_bytes), ff.parameters)},
                         {"rel_l2", ff.err.rel_l2()},
                         {"cosine", ff.err.cosine()}});
     }

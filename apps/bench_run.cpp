@@ -122,7 +122,7 @@ BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, cons
       ff.err += e;
       ff.input_bytes += o.input_bytes;
       ff.record_bytes += o.record_bytes;
-      ff.parameters += t.elements();
+      if (is_float(t.dtype())) ff.parameters += t.elements();  // as inspect: floating-point parameters
       row.kept += o.kept;
       row.times += o.times;
       merge_stats(row.stats, o.stats);

@@ -5,6 +5,7 @@
 // reports them. --no-decode skips that decoding (and those figures). Records whose stages store
 // figures in their streams (Stage::stream_stats: bloom, curvefit) also have those read.
 #include "commands.hpp"
+#include "figures.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -103,7 +104,7 @@ int run_inspect(const InspectArgs& a) {
       }
       t["streams"] = streams;
       t["ratio"] = m.size ? double(in_bytes) / double(m.size) : 0.0;
-      t["bits_per_param"] = fl && elements ? 8.0 * double(m.size) / double(elements) : 0.0;
+      t["bits_per_param"] = per_param(8.0 * double(m.size), fl ? elements : 0);
       tensors.push_back(t);
       f_in += in_bytes;
       f_bytes += m.size;
@@ -127,10 +128,10 @@ int run_inspect(const InspectArgs& a) {
   totals["input_bytes"] = total_in;
   totals["container_bytes"] = file;
   totals["ratio"] = file ? double(total_in) / double(file) : 0.0;
-  totals["bits_per_param"] = total_params ? 8.0 * double(file) / double(total_params) : 0.0;
+  totals["bits_per_param"] = per_param(8.0 * double(file), total_params);
   ordered_json br;
-  for (const auto& [k, v] : classes) br[k] = total_params ? 8.0 * double(v) / double(total_params) : 0.0;
-  br["overhead"] = total_params ? 8.0 * double(file - total_streams) / double(total_params) : 0.0;
+  for (const auto& [k, v] : classes) br[k] = per_param(8.0 * double(v), total_params);
+  br["overhead"] = per_param(8.0 * double(file - total_streams), total_params);
   totals["bits_per_param_breakdown"] = br;
   if (decode) {  // the formulas of bench (docs/bench.md); null when the part is absent
     auto cr = [](double dense_bits, uint64_t bytes) -> ordered_json {
@@ -139,7 +140,7 @@ int run_inspect(const InspectArgs& a) {
     };
     const double kept = double(total_kept);
     totals["kept"] = total_kept;
-    totals["kept_fraction"] = total_params ? kept / double(total_params) : 0.0;
+    totals["kept_fraction"] = per_param(kept, total_params);
     totals["index_cr"] = cr(32.0 * kept, classes["index"]);
     totals["value_cr"] = cr(32.0 * kept, classes["value"] + classes["scale"]);
     totals["overall_cr"] = cr(64.0 * kept, total_streams);
@@ -163,30 +164,34 @@ int run_inspect(const InspectArgs& a) {
                 fr["keyframe"].get<bool>() ? " (keyframe)" : "", fr["source"].get<std::string>().c_str());
     if (a.names_only) {
       for (const auto& t : fr["tensors"])
-        std::printf("  %-40s %-16s %s\n", t["name"].get<std::string>().c_str(), t["shape"].dump().c_str(),
-                    t["dtype"].get<std::string>().c_str());
+        std::printf("  %s %s %s\n", pad_right(t["name"].get<std::string>(), 40).c_str(),
+                    pad_right(t["shape"].dump(), 16).c_str(), t["dtype"].get<std::string>().c_str());
       continue;
     }
     std::printf("  %-36s %-16s %-5s %10s %10s %8s %8s  %s\n", "tensor", "shape", "dtype", "in bytes", "bytes", "ratio",
                 "bits/p", "stages");
     for (const auto& t : fr["tensors"])
-      std::printf("  %-36s %-16s %-5s %10llu %10llu %8.2f %8.3f  %s\n", t["name"].get<std::string>().c_str(),
-                  t["shape"].dump().c_str(), t["dtype"].get<std::string>().c_str(),
+      std::printf("  %s %s %s %10llu %10llu %8.2f %8s  %s\n", pad_right(t["name"].get<std::string>(), 36).c_str(),
+                  pad_right(t["shape"].dump(), 16).c_str(), pad_right(t["dtype"].get<std::string>(), 5).c_str(),
                   t["input_bytes"].get<unsigned long long>(), t["bytes"].get<unsigned long long>(),
-                  t["ratio"].get<double>(), t["bits_per_param"].get<double>(), t["stages"].get<std::string>().c_str());
+                  t["ratio"].get<double>(), fig(t["bits_per_param"], "%.3f").c_str(),
+                  t["stages"].get<std::string>().c_str());
   }
-  std::printf("\ntotal  %llu tensors, %llu parameters: %s -> %s  ratio %.3f  %.4f bits/param\n",
+  if (a.names_only) return 0;  // names, shapes and dtypes only
+  std::printf("\ntotal  %llu tensors, %llu parameters: %s -> %s  ratio %.3f  %s bits/param\n",
               static_cast<unsigned long long>(total_tensors), static_cast<unsigned long long>(total_params),
               human_bytes(total_in).c_str(), human_bytes(file).c_str(), totals["ratio"].get<double>(),
-              totals["bits_per_param"].get<double>());
-  std::printf("bits/param by part: index %.4f  value %.4f  scale %.4f  side %.4f  container overhead %.4f\n",
-              br["index"].get<double>(), br["value"].get<double>(), br["scale"].get<double>(), br["side"].get<double>(),
-              br["overhead"].get<double>());
+              fig(totals["bits_per_param"], "%.4f").c_str());
+  std::printf("bits/param by part: index %s  value %s  scale %s  side %s  container overhead %s\n",
+              fig(br["index"], "%.4f").c_str(), fig(br["value"], "%.4f").c_str(), fig(br["scale"], "%.4f").c_str(),
+              fig(br["side"], "%.4f").c_str(), fig(br["overhead"], "%.4f").c_str());
   if (decode) {
-    auto fmt = [](const ordered_json& v) { return v.is_null() ? std::string("-") : format("%.2f", v.get<double>()); };
-    std::printf("kept %llu values (%.4f%% of parameters)  index CR %s  value CR %s  overall CR %s\n",
-                totals["kept"].get<unsigned long long>(), 100.0 * totals["kept_fraction"].get<double>(),
-                fmt(totals["index_cr"]).c_str(), fmt(totals["value_cr"]).c_str(), fmt(totals["overall_cr"]).c_str());
+    const ordered_json& kf = totals["kept_fraction"];
+    std::printf("kept %llu values (%s%% of parameters)  index CR %s  value CR %s  overall CR %s\n",
+                totals["kept"].get<unsigned long long>(),
+                kf.is_null() ? "-" : format("%.4f", 100.0 * kf.get<double>()).c_str(),
+                fig(totals["index_cr"], "%.2f").c_str(), fig(totals["value_cr"], "%.2f").c_str(),
+                fig(totals["overall_cr"], "%.2f").c_str());
   }
   for (const auto& x : all_stats)
     std::printf("%s %.4g  (%.6g / %.6g over every record)\n", x.name.c_str(), x.value(), x.num, x.den);

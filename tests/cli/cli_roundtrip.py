@@ -297,6 +297,46 @@ def test_inspect_json_fields():
     assert b"ratio = input bytes" in human and b"layer1.conv.weight" in human
 
 
+def test_no_parameters_means_no_per_parameter_figures():
+    # Only empty and pass-through arrays: bits/param and the kept fraction are undefined, and
+    # encode, inspect and bench all say so (null, "-") instead of three different numbers.
+    np.savez(path("zp.npz"), w=np.zeros((0, 5), np.float32), step=np.arange(3))
+    _, err = run("encode", path("zp.npz"), "-o", path("zp.gcz"), "--preset", "lossless", "--pass-through", "--force")
+    assert "no floating-point parameters" in err and "bits/param" not in err, err
+    info = json.loads(run("inspect", path("zp.gcz"), "--json")[0])
+    tot = info["totals"]
+    assert tot["parameters"] == 0 and tot["bits_per_param"] is None and tot["kept_fraction"] is None, tot
+    assert set(tot["bits_per_param_breakdown"].values()) == {None}, tot
+    assert [t["bits_per_param"] for t in info["frames"][0]["tensors"]] == [None, None]
+    human = run("inspect", path("zp.gcz"))[0].decode()
+    assert "- bits/param" in human and "index -  value -" in human, human
+    rep = path("zp.json")
+    run("bench", path("zp.npz"), "--preset", "lossless", "--pass-through", "--repeat", "1", "--min-time", "0",
+        "--json", rep, "--force", "--quiet")
+    with open(rep) as f:
+        row = json.load(f)["rows"][0]
+    for key in ("bits_per_param", "bits_index", "bits_value", "bits_scale_side", "bits_overhead", "kept_fraction"):
+        assert row[key] is None, (key, row[key])
+    assert row["per_frame"][0]["bits_per_param"] is None
+    table = run("bench", path("zp.npz"), "--preset", "lossless", "--pass-through", "--repeat", "1",
+                "--min-time", "0")[0].decode()
+    row = table.splitlines()[3].split()
+    assert row[0] == "lossless" and row[2:7] == ["-"] * 5, table  # bits/p and its split by stream
+
+
+def test_inspect_tensors_lists_names_only_and_aligns_wide_characters():
+    np.savez(path("u.npz"), **{"étage.poids": np.ones(3, np.float32), "plain.weight": np.ones(4, np.float32)})
+    run("encode", path("u.npz"), "-o", path("u.gcz"), "--preset", "lossless", "--force", "--quiet")
+    listing = run("inspect", path("u.gcz"), "--tensors")[0].decode()
+    assert "total" not in listing and "bits/param" not in listing, listing
+    rows = [l for l in listing.splitlines() if l.startswith("  ")]
+    assert len(rows) == 2
+    assert rows[0].index("[") == rows[1].index("["), rows  # shape column at the same character column
+    full = run("inspect", path("u.gcz"))[0].decode().splitlines()
+    rows = [l for l in full if l.startswith("  ") and ("weight" in l or "poids" in l)]
+    assert len(rows) == 2 and rows[0].index("[") == rows[1].index("["), rows
+
+
 def test_inspect_and_bench_agree_on_the_fig10_breakdown():
     # BIRD+ Fig. 10's index / value / overall CR and the kept count: inspect (decoding the
     # container) must report what bench measured while encoding, on the bundled snapshot.
