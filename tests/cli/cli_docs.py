@@ -67,4 +67,15 @@ def test_doc_links_and_paths_point_inside_the_repository():
     assert not bad, f"links or paths outside the repository or missing: {bad}"
 
 
+def test_user_facing_text_cites_no_unshipped_document():
+    """The design notes the project was specified from are not in a clone: docs and the stage and
+    preset lists cite the papers and docs/stages.md, never those notes."""
+    texts = {"list stages": run("list", "stages")[0].decode(), "list presets": run("list", "presets")[0].decode()}
+    for f in ["README.md"] + [os.path.join("docs", f) for f in os.listdir(os.path.join(ROOT, "docs"))
+                              if f.endswith(".md")]:
+        texts[f] = open(os.path.join(ROOT, f)).read()
+    bad = [k for k, t in texts.items() if re.search(r"ALGORITHMS\.md|DESIGN\.md|STYLE\.md|BUILD-FACTS\.md", t)]
+    assert not bad, f"cites a document the repository does not hold: {bad}"
+
+
 clitest.run_all(globals())
