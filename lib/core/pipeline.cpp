@@ -473,6 +473,7 @@ Pipeline Pipeline::with_param(const std::string& stage, const std::string& param
     if (!ps) usage(stage + ": unknown parameter '" + param + "' (" + param_list(e) + ")");
     bool quoted = value.size() >= 2 && value.front() == '"' && value.back() == '"';
     s.params.set(param, make_value(e, *ps, quoted ? value.substr(1, value.size() - 2) : value, quoted));
+    if (const char* other = alternative_param(stage, param)) s.params.erase(other);  // k replaces ratio, and back
     found = true;
   }
   if (!found) usage("pipeline '" + text() + "' has no stage '" + stage + "'");

@@ -264,6 +264,17 @@ const StageEntry* find_stage(const std::string& name) noexcept {
   return nullptr;
 }
 
+const char* alternative_param(const std::string& stage, const std::string& param) noexcept {
+  // Each pair once; the stages' factories refuse both given at once (KeepCount::from, bird+).
+  static constexpr const char* kPairs[][3] = {{"topk", "ratio", "k"}, {"randk", "ratio", "k"}, {"bird+", "gamma", "keep"}};
+  for (const auto& p : kPairs) {
+    if (stage != p[0]) continue;
+    if (param == p[1]) return p[2];
+    if (param == p[2]) return p[1];
+  }
+  return nullptr;
+}
+
 const std::vector<Preset>& preset_table() {
   static const std::vector<Preset> presets = {
       {"lossless", "raw | shuffle(block=262144) | zstd(level=1, minmatch=7, hashlog=10)", "bit-exact: byte shuffle + Zstandard"},

@@ -77,6 +77,10 @@ def test_sweep_expands_rows():
     rep = bench_json(path("g.npz"), "--pipeline", "zstd", "--sweep", "zstd.level=1,5,9")
     assert [r["sweep"] for r in rep["rows"]] == ["zstd.level=1", "zstd.level=5", "zstd.level=9"]
     assert [r["pipeline"] for r in rep["rows"]] == ["raw | zstd(level=1)", "raw | zstd(level=5)", "raw | zstd(level=9)"]
+    # A sweep over k of a preset given by ratio: k replaces ratio (a stage takes one of the two).
+    rep = bench_json(path("g.npz"), "--preset", "topk-1pct", "--sweep", "topk.k=10,100")
+    assert [r["pipeline"] for r in rep["rows"]] == ["topk(k=10) | raw | varint", "topk(k=100) | raw | varint"], rep
+    assert [r["kept"] for r in rep["rows"]] == [10 + 10, 100 + 50]  # k per tensor, at most b's 50 elements
 
 
 def test_refusals():

@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <gradcodec/pipeline.hpp>
+#include <gradcodec/registry.hpp>
+
+#include <algorithm>
 
 using namespace gradcodec;
 
@@ -135,4 +138,32 @@ TEST_CASE("every registry row is complete and every preset parses", "[pipeline]"
     INFO(p.name);
     CHECK_NOTHROW(Pipeline::preset(p.name));
   }
+}
+
+TEST_CASE("with_param: setting one of two alternative parameters drops the other", "[pipeline]") {
+  const Pipeline topk = Pipeline::preset("topk-1pct");
+  CHECK(topk.with_param("topk", "k", "10").text() == "topk(k=10) | raw | varint");
+  CHECK(topk.with_param("topk", "k", "10").with_param("topk", "ratio", "0.5").text() ==
+        "topk(ratio=0.5) | raw | varint");
+  CHECK(Pipeline::parse("randk(k=4)").with_param("randk", "ratio", "0.25").text() ==
+        Pipeline::parse("randk(ratio=0.25)").text());
+  CHECK(Pipeline::parse("bird+(gamma=1.4)").with_param("bird+", "keep", "0.1").text() ==
+        Pipeline::parse("bird+(keep=0.1)").text());
+  // Any other parameter is kept; both given in a text are still refused.
+  CHECK(Pipeline::parse("topk(ratio=0.1, scope=global)").with_param("topk", "k", "3").text() ==
+        Pipeline::parse("topk(k=3, scope=global)").text());
+  CHECK_THROWS_WITH(Pipeline::parse("topk(ratio=0.1, k=5)"), Catch::Contains("give ratio or k, not both"));
+  CHECK_THROWS_WITH(Pipeline::parse("bird+(gamma=1, keep=0.1)"), Catch::Contains("not both"));
+  // Every stage with such a pair declares both parameters (a rename would break the pairing).
+  for (const auto& e : stage_table())
+    for (const auto& p : e.params)
+      if (const char* other = alternative_param(e.name, p.name)) {
+        INFO(e.name << "." << p.name);
+        CHECK(std::any_of(e.params.begin(), e.params.end(), [&](const ParamSpec& q) { return q.name == other; }));
+        CHECK(std::string(alternative_param(e.name, other)) == p.name);
+      }
+  for (const char* s : {"topk", "randk", "bird+"}) CHECK(find_stage(s) != nullptr);
+  CHECK(alternative_param("topk", "ratio") == std::string("k"));
+  CHECK(alternative_param("bird+", "keep") == std::string("gamma"));
+  CHECK(alternative_param("dgc", "ratio") == nullptr);
 }

@@ -40,6 +40,7 @@ class Params {
   bool flag(const std::string& name) const;
   const std::string& text(const std::string& name) const;
   void set(const std::string& name, ParamValue v) { values_[name] = std::move(v); }
+  void erase(const std::string& name) { values_.erase(name); }
   const std::map<std::string, ParamValue>& values() const { return values_; }
   bool operator==(const Params& o) const;
 
@@ -64,6 +65,10 @@ struct StageEntry {
 // The table, in the order `gradcodec list stages` prints it.
 const std::vector<StageEntry>& stage_table();
 const StageEntry* find_stage(const std::string& name) noexcept;
+// The parameter of `stage` that `param` is the alternative to (a stage takes one of the two:
+// topk's ratio or k, bird+'s gamma or keep), or nullptr. Pipeline::with_param setting one drops
+// the other.
+const char* alternative_param(const std::string& stage, const std::string& param) noexcept;
 
 struct Preset {
   const char* name;
