@@ -90,12 +90,11 @@ BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, cons
   row.exact = is_exact_pipeline(pipeline);
   PipelineStages probe(pipeline);
   row.deterministic = !probe.stochastic();
-  const std::string path =
-      (std::filesystem::path(s.temp_dir) / ("gradcodec-bench-" + std::to_string(::getpid()) + ".gcz")).string();
-  struct Cleanup {
-    std::string p;
-    ~Cleanup() { std::filesystem::remove(p); }
-  } cleanup{path};
+  // The container of the timed runs, removed after the row, and by the signal handler when the
+  // run is interrupted.
+  const ScratchFile scratch(
+      (std::filesystem::path(s.temp_dir) / ("gradcodec-bench-" + std::to_string(::getpid()) + ".gcz")).string());
+  const std::string& path = scratch.path();
 
   // Warm-up run: also the run whose figures are reported, with stage timing on.
   EncodeResult first = encode_all(pipeline, frames, 0, s, path, true);

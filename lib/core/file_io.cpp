@@ -26,8 +26,9 @@ bool is_directory(const std::string& path) {
 
 namespace {
 
-// The temporaries of the AtomicOutputs alive now, for remove_temporary_outputs(): a slot holds
-// the path's characters (owned by its AtomicOutput, unchanged while listed) or null.
+// The temporaries of the AtomicOutputs and the ScratchFiles alive now, for
+// remove_temporary_outputs(): a slot holds the path's characters (owned by its AtomicOutput or
+// ScratchFile, unchanged while listed) or null.
 constexpr int kTempSlots = 4096;
 std::atomic<const char*> g_temps[kTempSlots];
 
@@ -44,6 +45,13 @@ int list_temporary(const char* path) noexcept {
 void remove_temporary_outputs() noexcept {
   for (auto& slot : g_temps)
     if (const char* p = slot.exchange(nullptr)) ::unlink(p);
+}
+
+ScratchFile::ScratchFile(std::string path) : path_(std::move(path)), slot_(list_temporary(path_.c_str())) {}
+
+ScratchFile::~ScratchFile() {
+  if (slot_ >= 0) g_temps[slot_].store(nullptr);
+  ::unlink(path_.c_str());
 }
 
 AtomicOutput::AtomicOutput(const std::string& target, bool overwrite)

@@ -9,6 +9,7 @@ import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zipfile
@@ -182,6 +183,26 @@ def test_interrupted_run_leaves_no_temporary():
         assert p.returncode == -sig, p.returncode
         assert b"interrupted" in err, err
         assert os.listdir(path("intr")) == [], os.listdir(path("intr"))
+
+
+def test_interrupted_bench_leaves_no_scratch_container():
+    # bench writes its timed runs' container to /dev/shm (or the temp directory) and reads it
+    # back; an interrupt between runs must not leave it behind.
+    if not os.path.exists(path("slow.npz")):
+        np.savez(path("slow.npz"), w=np.random.default_rng(3).standard_normal(2_000_000).astype(np.float32))
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    p = subprocess.Popen([EXE, "bench", path("slow.npz"), "--preset", "lossless", "--min-time", "60", "--quiet"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    scratch = os.path.join(shm, f"gradcodec-bench-{p.pid}.gcz")
+    deadline = time.time() + 60
+    while not os.path.exists(scratch) and time.time() < deadline and p.poll() is None:
+        time.sleep(0.01)
+    assert p.poll() is None and os.path.exists(scratch), "bench ended before its container appeared"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == -signal.SIGINT, p.returncode
+    assert b"interrupted" in err, err
+    assert not os.path.exists(scratch), scratch
 
 
 def test_failed_write_to_stdout_is_an_error():

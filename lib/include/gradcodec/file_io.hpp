@@ -60,8 +60,24 @@ class AtomicOutput {
   uint64_t written_ = 0;
 };
 
-// Unlinks every AtomicOutput temporary not yet renamed into place (those of the first 4096 open
-// at once; more are removed by their destructors only). Async-signal-safe: only reads a fixed
+// A scratch file the program writes and reads back and that must not outlive it (bench's
+// container): listed for remove_temporary_outputs() while this object lives, removed (if there)
+// by the destructor.
+class ScratchFile {
+ public:
+  explicit ScratchFile(std::string path);
+  ~ScratchFile();
+  ScratchFile(const ScratchFile&) = delete;
+  ScratchFile& operator=(const ScratchFile&) = delete;
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  int slot_ = -1;
+};
+
+// Unlinks every AtomicOutput temporary not yet renamed into place and every ScratchFile (those of
+// the first 4096 alive at once; more are removed by their destructors only). Async-signal-safe: only reads a fixed
 // table and calls unlink(2). For the CLI's handlers of SIGINT/SIGTERM/SIGHUP.
 void remove_temporary_outputs() noexcept;
 
