@@ -17,8 +17,21 @@
 namespace gradcodec::cli {
 
 namespace {
-bool g_quiet = false;
+
+// Why an array of numpy dtype `descr` is not compressed: only 16-, 32- and 64-bit floats (and
+// bfloat16) are, so an extended-precision float or a complex number is named as such.
+std::string not_compressible(const std::string& descr) {
+  const bool tagged = descr.size() >= 3 && std::string("<>|=").find(descr[0]) != std::string::npos;
+  const char kind = tagged ? descr[1] : 0;
+  const std::string bytes = tagged ? descr.substr(2) : "";
+  if (kind == 'f') return bytes + "-byte floats are not compressed (only 2-, 4- and 8-byte floats and bfloat16 are)";
+  if (kind == 'c') return "complex numbers are not compressed (only real floats are)";
+  return "not floating-point data";
 }
+
+bool g_quiet = false;
+
+}  // namespace
 
 void set_quiet(bool q) { g_quiet = q; }
 bool quiet() { return g_quiet; }
@@ -128,7 +141,7 @@ OpenInput open_input(const std::string& path, const InputOptions& opt) {
     if (exc && std::regex_search(a.name, *exc)) continue;
     if (!is_float(a.dtype)) {
       std::string what = "tensor '" + a.name + "' (dtype " + a.descr + ", shape " + shape_string(a.shape) +
-                         "): not floating-point data";
+                         "): " + not_compressible(a.descr);
       if (opt.non_float == NonFloat::Strict) fail(ErrorCode::Input, path + ": " + what + "; --strict refuses it");
       if (opt.non_float == NonFloat::Skip) {
         warn(path + ": skipping " + what + "; use --pass-through to keep it");

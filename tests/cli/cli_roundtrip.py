@@ -148,6 +148,13 @@ def test_non_float_skip_pass_through_strict():
     _, err = run("encode", path("m.npz"), "-o", path("m.gcz"), "--force")
     for name, dt in (("step", "<i8"), ("mask", "|b1"), ("c", "<c8")):
         assert f"skipping tensor '{name}' (dtype {dt}" in err, err
+    assert "tensor 'step' (dtype <i8, shape []): not floating-point data" in err, err
+    assert "tensor 'c' (dtype <c8, shape [1]): complex numbers are not compressed" in err, err
+    # An extended-precision float is a float, just not one gradcodec compresses: said so.
+    np.savez(path("ld.npz"), w=ARRAYS["fc.weight"], x=np.ones(3, np.longdouble))
+    _, err = run("encode", path("ld.npz"), "-o", path("ld.gcz"), "--force")
+    assert "-byte floats are not compressed (only 2-, 4- and 8-byte floats and bfloat16 are)" in err, err
+    assert "not floating-point" not in err, err
     info = json.loads(run("inspect", path("m.gcz"), "--json")[0])
     assert [t["name"] for t in info["frames"][0]["tensors"]] == ["w"]
     run("encode", path("m.npz"), "-o", path("mp.gcz"), "--force", "--pass-through", "--quiet")
