@@ -29,6 +29,16 @@ std::string not_compressible(const std::string& descr) {
   return "not floating-point data";
 }
 
+// `s` as a regular expression matching it literally (for a suggested --exclude).
+std::string regex_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 bool g_quiet = false;
 
 }  // namespace
@@ -139,12 +149,21 @@ OpenInput open_input(const std::string& path, const InputOptions& opt) {
     const TensorInfo& a = arrays[i];
     if (inc && !std::regex_search(a.name, *inc)) continue;
     if (exc && std::regex_search(a.name, *exc)) continue;
+    const std::string tensor = "tensor '" + a.name + "' (dtype " + (is_float(a.dtype) ? dtype_name(a.dtype) : a.descr) +
+                               ", shape " + shape_string(a.shape) + ")";
+    // Data the reader already knows it cannot read (HDF5 variable-length strings, references,
+    // external data): refused now, before anything is encoded, or skipped without promising
+    // that --pass-through would keep it.
+    const std::string unreadable = in.reader->unreadable(i);
+    if (!unreadable.empty() && (is_float(a.dtype) || opt.non_float != NonFloat::Skip))
+      fail(ErrorCode::Input, path + ": " + tensor + ": " + unreadable + "; leave it out with --exclude '^" +
+                                 regex_escape(a.name) + "$'");
     if (!is_float(a.dtype)) {
-      std::string what = "tensor '" + a.name + "' (dtype " + a.descr + ", shape " + shape_string(a.shape) +
-                         "): " + not_compressible(a.descr);
+      const std::string what = tensor + ": " + not_compressible(a.descr);
       if (opt.non_float == NonFloat::Strict) fail(ErrorCode::Input, path + ": " + what + "; --strict refuses it");
       if (opt.non_float == NonFloat::Skip) {
-        warn(path + ": skipping " + what + "; use --pass-through to keep it");
+        warn(path + ": skipping " + (unreadable.empty() ? what + "; use --pass-through to keep it"
+                                                        : tensor + ": " + unreadable));
         continue;
       }
     } else {

@@ -131,6 +131,11 @@ class Hdf5Reader final : public SnapshotReader {
   const std::string& path() const override { return file_->path(); }
   const std::vector<TensorInfo>& arrays() const override { return infos_; }
 
+  std::string unreadable(size_t i) const override {
+    if (i >= entries_.size() || entries_[i].how != ReadHow::Unreadable) return {};
+    return entries_[i].why;
+  }
+
   Tensor read(size_t i) override {
     if (i >= entries_.size())
       fail(ErrorCode::Internal, path() + ": array index " + std::to_string(i) + " out of range");

@@ -31,6 +31,13 @@ class SnapshotReader {
   // corrupt. Arrays whose data cannot be represented even as bytes (e.g. HDF5 variable-length)
   // throw Error(Input) naming the array.
   virtual Tensor read(size_t i) = 0;
+  // Why read(i) will fail, when open() already knows it (HDF5 variable-length data, references,
+  // data in other files, a missing filter); empty otherwise. Lets a caller refuse at once, before
+  // it has read anything else.
+  virtual std::string unreadable(size_t i) const {
+    (void)i;
+    return {};
+  }
 };
 
 // Opens PATH by its extension (.npy, .npz, .h5, .hdf5, .safetensors) or as a directory of .npy
