@@ -143,6 +143,7 @@ OpenInput open_input(const std::string& path, const InputOptions& opt) {
   std::optional<std::regex> inc, exc;
   if (!opt.include.empty()) inc = compile(opt.include, "--include");
   if (!opt.exclude.empty()) exc = compile(opt.exclude, "--exclude");
+  for (const auto& note : in.reader->notes()) warn(path + ": " + note);
   const auto& arrays = in.reader->arrays();
   bool any_float = false;
   for (size_t i = 0; i < arrays.size(); ++i) {

@@ -5,7 +5,8 @@
 // Decisions (to be copied into docs/ by whoever owns them):
 // - Datasets are listed with H5Ovisit by name, ascending, depth first: the order h5py's
 //   visititems() shows. A dataset reachable through several hard links is listed once; soft and
-//   external links are not followed. A dataset "a/b/c" becomes tensor "a.b.c".
+//   external links are not followed, and notes() names them. A dataset "a/b/c" becomes tensor
+//   "a.b.c".
 // - A dataset with an H5S_NULL dataspace (h5py.Empty) is read as an empty 1-d array, shape [0].
 // - Floats: IEEE f16 (h5py's float16: 2 bytes, fields 15,10,5,0,10, bias 15), bfloat16 (2 bytes,
 //   fields 15,7,8,0,7, bias 127), f32, f64, little- or big-endian. Their bytes are read exactly as
@@ -70,8 +71,10 @@ constexpr uint64_t kMaxExpansion = 1100;
 
 #if H5_VERSION_GE(1, 12, 0)
 using ObjInfo = H5O_info2_t;
+using LinkInfo = H5L_info2_t;
 #else
 using ObjInfo = H5O_info_t;
+using LinkInfo = H5L_info_t;
 #endif
 
 struct VisitState {
@@ -98,6 +101,63 @@ herr_t visit_all(hid_t file, VisitState& state) {
 #endif
 }
 
+// Soft, external and user-defined links: not followed (a soft link's target is read under its
+// own name if it is a dataset; another file is never opened), but named in the reader's notes so
+// that nothing in the file is left out without a word.
+struct LinkState {
+  std::vector<std::string> notes;
+  uint64_t more = 0;  // links past the first kMaxLinkNotes
+  bool failed = false;
+};
+constexpr size_t kMaxLinkNotes = 20;
+
+herr_t visit_link(hid_t group, const char* name, const LinkInfo* info, void* data) noexcept {
+  auto* s = static_cast<LinkState*>(data);
+  try {
+    if (!info || !name || info->type == H5L_TYPE_HARD) return 0;
+    if (s->notes.size() >= kMaxLinkNotes) {
+      ++s->more;
+      return 0;
+    }
+    std::string where(1, '/');  // (not "/" + ...: GCC 12's false -Wrestrict)
+    where += printable(name);
+    if (info->type == H5L_TYPE_SOFT) {
+      std::string target;
+      const size_t n = info->u.val_size;
+      if (n > 0 && n <= 4096) {
+        std::vector<char> buf(n + 1, '\0');
+        if (H5Lget_val(group, name, buf.data(), n, H5P_DEFAULT) >= 0) target = printable(buf.data());
+        else H5Eclear2(H5E_DEFAULT);
+      }
+      s->notes.push_back("soft link " + where + (target.empty() ? "" : " -> " + target) +
+                         " is not followed (a dataset it names is read under its own name)");
+    } else if (info->type == H5L_TYPE_EXTERNAL) {
+      s->notes.push_back("external link " + where + " is not followed (other files are never opened)");
+    } else {
+      s->notes.push_back("user-defined link " + where + " is not followed");
+    }
+    return 0;
+  } catch (...) {
+    s->failed = true;
+    return -1;
+  }
+}
+
+std::vector<std::string> link_notes(hid_t file) {
+  LinkState state;
+#if H5_VERSION_GE(1, 12, 0)
+  const herr_t r = H5Lvisit2(file, H5_INDEX_NAME, H5_ITER_INC, visit_link, &state);
+#else
+  const herr_t r = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, visit_link, &state);
+#endif
+  if (r < 0 || state.failed) {
+    H5Eclear2(H5E_DEFAULT);
+    state.notes.push_back("its links could not all be listed; some datasets may be missing");
+  }
+  if (state.more) state.notes.push_back("and " + std::to_string(state.more) + " more links not followed");
+  return state.notes;
+}
+
 const char* filter_name(H5Z_filter_t f) {
   switch (f) {
     case H5Z_FILTER_DEFLATE: return "gzip";
@@ -117,8 +177,8 @@ const char* filter_name(H5Z_filter_t f) {
 
 class Hdf5Reader final : public SnapshotReader {
  public:
-  Hdf5Reader(std::shared_ptr<const InputFile> file, Hid fid, std::vector<Entry> entries)
-      : file_(std::move(file)), fid_(std::move(fid)), entries_(std::move(entries)) {
+  Hdf5Reader(std::shared_ptr<const InputFile> file, Hid fid, std::vector<Entry> entries, std::vector<std::string> notes)
+      : file_(std::move(file)), fid_(std::move(fid)), entries_(std::move(entries)), notes_(std::move(notes)) {
     infos_.reserve(entries_.size());
     for (const auto& e : entries_) infos_.push_back(e.info);
   }
@@ -130,6 +190,7 @@ class Hdf5Reader final : public SnapshotReader {
   Format format() const override { return Format::Hdf5; }
   const std::string& path() const override { return file_->path(); }
   const std::vector<TensorInfo>& arrays() const override { return infos_; }
+  std::vector<std::string> notes() const override { return notes_; }
 
   std::string unreadable(size_t i) const override {
     if (i >= entries_.size() || entries_[i].how != ReadHow::Unreadable) return {};
@@ -179,6 +240,7 @@ class Hdf5Reader final : public SnapshotReader {
   Hid fid_;
   std::vector<Entry> entries_;
   std::vector<TensorInfo> infos_;
+  std::vector<std::string> notes_;
 };
 
 // Inspects one dataset; throws Error(Input) for a dataset that lies about itself.
@@ -344,7 +406,8 @@ std::unique_ptr<SnapshotReader> open_hdf5(std::shared_ptr<const InputFile> file)
                                  " both map to tensor name '" + printable(e.info.name) + "'");
     entries.push_back(std::move(e));
   }
-  return std::make_unique<Hdf5Reader>(std::move(file), std::move(fid), std::move(entries));
+  std::vector<std::string> notes = link_notes(fid.get());
+  return std::make_unique<Hdf5Reader>(std::move(file), std::move(fid), std::move(entries), std::move(notes));
 }
 
 }  // namespace gradcodec::formats

@@ -110,6 +110,22 @@ def test_hdf5_variable_length_strings_refused_up_front_with_pass_through():
         assert f["fixed"][()].tolist() == [b"ab", b"cd"] and f["w"][()].tolist() == list(range(6))
 
 
+def test_hdf5_links_not_followed_are_named():
+    with h5py.File(path("other.h5"), "w") as f:
+        f["x"] = np.ones(3, np.float32)
+    with h5py.File(path("links.h5"), "w") as f:
+        f["g/w"] = np.arange(5, dtype=np.float32)
+        f["alias"] = h5py.SoftLink("/g/w")
+        f["ext"] = h5py.ExternalLink(path("other.h5"), "/x")
+    _, err = run("encode", path("links.h5"), "-o", path("links.gcz"), "--force")
+    assert "warning: " + path("links.h5") + ": soft link /alias -> /g/w is not followed" in err, err
+    assert "external link /ext is not followed" in err, err
+    info = json.loads(run("inspect", path("links.gcz"), "--json")[0])
+    assert [t["name"] for t in info["frames"][0]["tensors"]] == ["g.w"]  # the target, once
+    _, err = run("encode", path("links.h5"), "-o", path("links.gcz"), "--force", "--quiet")
+    assert err == "", err
+
+
 def test_hdf5_nested_groups_roundtrip():
     with h5py.File(path("h.h5"), "w") as f:
         f.create_dataset("model/layer1/weight", data=ARRAYS["layer1.conv.weight"], chunks=(2, 3, 3, 3),

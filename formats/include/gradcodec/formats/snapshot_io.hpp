@@ -34,6 +34,9 @@ class SnapshotReader {
   // Why read(i) will fail, when open() already knows it (HDF5 variable-length data, references,
   // data in other files, a missing filter); empty otherwise. Lets a caller refuse at once, before
   // it has read anything else.
+  // What open() saw in the file but will not read (HDF5 soft and external links), one line
+  // each, for the caller to show: nothing is left out without a word.
+  virtual std::vector<std::string> notes() const { return {}; }
   virtual std::string unreadable(size_t i) const {
     (void)i;
     return {};
