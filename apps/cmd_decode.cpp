@@ -3,6 +3,8 @@
 // before the extension (DIR/ gets DIR/frameNNN/).
 #include "commands.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cctype>
 #include <filesystem>
 #include <unistd.h>
@@ -37,6 +39,21 @@ uint64_t parse_size(const std::string& s) {
   if (unit.size() == 1) shift = 10 * (1 + static_cast<unsigned>(units.find(static_cast<char>(std::toupper(unit[0])))));
   if (shift && v > (~0ull >> shift)) fail(ErrorCode::Usage, "--memory-limit: '" + s + "' is too large");
   return static_cast<uint64_t>(v) << shift;
+}
+
+// The key/value metadata each frame's input file had (safetensors __metadata__), from the
+// header's description of the inputs (encode writes one input per frame); empty where there was
+// none or the description says nothing usable.
+std::vector<std::vector<std::pair<std::string, std::string>>> input_metadata(const ContainerReader& r) {
+  std::vector<std::vector<std::pair<std::string, std::string>>> out(r.frame_count());
+  const auto j = nlohmann::ordered_json::parse(r.header().inputs_json, nullptr, false);
+  if (!j.is_array() || j.size() != out.size()) return out;
+  for (size_t f = 0; f < out.size(); ++f) {
+    if (!j[f].is_object() || !j[f].contains("metadata") || !j[f]["metadata"].is_object()) continue;
+    for (const auto& [k, v] : j[f]["metadata"].items())
+      if (v.is_string()) out[f].emplace_back(k, v.get<std::string>());
+  }
+  return out;
 }
 
 std::string frame_path(const std::string& out, size_t f, size_t frames) {
@@ -80,6 +97,7 @@ int run_decode(const DecodeArgs& a) {
     }
   ProgressBar bar("decode", total, ProgressBar::Unit::Bytes);
   auto advance = [&bar](const Tensor& t) { bar.advance(t.elements() * dtype_size(t.dtype()), t.name()); };
+  const auto metadata = input_metadata(reader);
   // Every frame's file is completed under a temporary name, and renamed into place only once
   // all of them are: a failure in frame k leaves no file of frames 0..k-1.
   std::vector<std::unique_ptr<formats::SnapshotWriter>> done;
@@ -94,6 +112,7 @@ int run_decode(const DecodeArgs& a) {
   for (size_t f : frames) {
     std::string out = a.frame >= 0 ? a.output : frame_path(a.output, f, frames.size());
     auto writer = formats::create_snapshot(out, a.force);
+    if (!metadata[f].empty()) writer->set_metadata(metadata[f]);
     size_t frames_read = 0;
     if (!a.tensor.empty()) {
       size_t found = SIZE_MAX;

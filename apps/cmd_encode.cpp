@@ -42,6 +42,13 @@ int run_encode(const EncodeArgs& a) {
   for (const auto& path : a.inputs) {
     inputs.push_back(open_input(path, a.in));
     desc.push_back({{"path", path}, {"format", formats::format_name(inputs.back().reader->format())}});
+    // The input's own metadata (safetensors __metadata__), kept for decode to restore.
+    const auto meta = inputs.back().reader->metadata();
+    if (!meta.empty()) {
+      nlohmann::ordered_json m = nlohmann::ordered_json::object();
+      for (const auto& [k, v] : meta) m[k] = v;
+      desc.back()["metadata"] = std::move(m);
+    }
   }
   // The bar counts the floating tensors' bytes (pass-through arrays are stored as they are).
   uint64_t float_bytes = 0;

@@ -69,6 +69,7 @@ class HeaderSax {
 
   std::vector<Entry> entries;
   std::string error;  // first error, without the path
+  std::vector<std::pair<std::string, std::string>> metadata;  // "__metadata__", in file order
 
   bool null() {
     // "__metadata__": null is accepted, as the reference's Option<HashMap> deserializes it to None
@@ -95,7 +96,9 @@ class HeaderSax {
     if (!f) return fail_("the header is not a JSON object");
     switch (f->role) {
       case Role::Root: return fail_(entry_not_object());
-      case Role::Metadata: return true;
+      case Role::Metadata:
+        metadata.emplace_back(f->field, s);
+        return true;
       case Role::Entry:
         if (f->field == "dtype") {
           dtype_ = s;
@@ -349,6 +352,7 @@ class SafetensorsReader final : public SnapshotReader {
     if (!ok || !sax.error.empty())
       bad((sax.error.empty() ? std::string("header is not valid JSON") : sax.error));
 
+    metadata_ = std::move(sax.metadata);
     const uint64_t data_start = 8 + n;
     const uint64_t buffer_size = fsize - data_start;
     std::vector<Entry> entries = std::move(sax.entries);
@@ -392,6 +396,7 @@ class SafetensorsReader final : public SnapshotReader {
   Format format() const override { return Format::Safetensors; }
   const std::string& path() const override { return file_->path(); }
   const std::vector<TensorInfo>& arrays() const override { return infos_; }
+  std::vector<std::pair<std::string, std::string>> metadata() const override { return metadata_; }
 
   Tensor read(size_t i) override {
     if (i >= infos_.size())
@@ -418,6 +423,7 @@ class SafetensorsReader final : public SnapshotReader {
   };
   std::shared_ptr<const InputFile> file_;
   std::vector<TensorInfo> infos_;
+  std::vector<std::pair<std::string, std::string>> metadata_;
   std::vector<Where> where_;
 };
 

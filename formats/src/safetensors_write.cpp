@@ -2,8 +2,8 @@
 // described in safetensors_read.cpp).
 //
 // Writer decisions: entries in the order tensors were added with contiguous offsets in that order,
-// "__metadata__": {"format": "pt"} first as the reference PyTorch writer does, header padded with
-// spaces to a multiple of 8 bytes, through an AtomicOutput. With the tensors announced
+// "__metadata__" first: the input's (set_metadata) or {"format": "pt"} as the reference PyTorch
+// writer does, header padded with spaces to a multiple of 8 bytes, through an AtomicOutput. With the tensors announced
 // (SnapshotWriter::expect) the header is written first and each tensor as it is added; otherwise
 // the tensors are held and everything is written in finish().
 // TensorInfo::big_endian is dropped (the bytes in memory are little-endian already); Other tensors
@@ -40,6 +40,16 @@ class SafetensorsWriter final : public SnapshotWriter {
   // The header names every tensor's offset, so it is written first: with the tensors announced
   // it is written now and each tensor's bytes go out as it is added (nothing is held); without,
   // the tensors are held until finish().
+  void set_metadata(std::vector<std::pair<std::string, std::string>> metadata) override {
+    if (finished_ || streaming_ || !items_.empty())
+      fail(ErrorCode::Internal, path_ + ": set_metadata() after expect() or add()");
+    for (const auto& [k, v] : metadata)
+      if (!valid_utf8(reinterpret_cast<const uint8_t*>(k.data()), k.size()) ||
+          !valid_utf8(reinterpret_cast<const uint8_t*>(v.data()), v.size()))
+        fail(ErrorCode::Usage, path_ + ": __metadata__ entry " + printable(k) + " is not valid UTF-8");
+    metadata_ = std::move(metadata);
+  }
+
   void expect(const std::vector<TensorInfo>& infos) override {
     if (finished_ || streaming_ || !items_.empty()) fail(ErrorCode::Internal, path_ + ": expect() after add()");
     for (const TensorInfo& info : infos) items_.push_back(item_for(info.name, info, nullptr));
@@ -137,7 +147,11 @@ class SafetensorsWriter final : public SnapshotWriter {
 
   void write_header() {
     nlohmann::ordered_json header = nlohmann::ordered_json::object();
-    header["__metadata__"] = {{"format", "pt"}};
+    // The input's own metadata when it had some (set_metadata), else what PyTorch writes.
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata_) meta[k] = v;
+    if (metadata_.empty()) meta["format"] = "pt";
+    header["__metadata__"] = std::move(meta);
     uint64_t offset = 0;
     for (const Item& it : items_) {
       nlohmann::ordered_json e = nlohmann::ordered_json::object();
@@ -174,6 +188,7 @@ class SafetensorsWriter final : public SnapshotWriter {
   std::string path_;
   AtomicOutput out_;
   std::vector<Item> items_;
+  std::vector<std::pair<std::string, std::string>> metadata_;
   std::unordered_set<std::string> names_;
   bool streaming_ = false;  // tensors announced, header written
   size_t next_ = 0;         // announced tensors added so far

@@ -421,6 +421,30 @@ def test_bundled_snapshots_lossless():
                 assert same_bits(a[k], b[k]), (f, k)
 
 
+def test_safetensors_metadata_kept_through_a_round_trip():
+    # The input's __metadata__ (keys in file order, non-ASCII values) is kept in the container
+    # (inspect shows it with the input) and written back by decode to safetensors; a frame whose
+    # input had none gets PyTorch's {"format": "pt"}.
+    meta = {"zeta": "1", "format": "pt", "note": "h\u00e9llo \"quoted\""}
+    x = np.arange(6, dtype=np.float32)
+    header = json.dumps({"__metadata__": meta, "w": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path("meta.safetensors"), "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + x.tobytes())
+    np.savez(path("nometa.npz"), w=x)
+    run("encode", path("meta.safetensors"), path("nometa.npz"), "-o", path("meta.gcz"), "--force", "--quiet")
+    info = json.loads(run("inspect", path("meta.gcz"), "--json")[0])
+    assert info["inputs"][0]["metadata"] == meta and "metadata" not in info["inputs"][1], info["inputs"]
+    run("decode", path("meta.gcz"), "-o", path("meta_out.safetensors"), "--force")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+    import safetensors_check
+    for frame, want in ((0, meta), (1, {"format": "pt"})):
+        with open(path(f"meta_out.frame{frame:03d}.safetensors"), "rb") as f:
+            _, got, _, tensors = safetensors_check.parse(f.read())
+        assert got == want and list(got) == list(want), (frame, got)
+        assert tensors[0]["bytes"] == x.tobytes()
+
+
 def test_bf16_safetensors_lossless():
     # numpy has no bfloat16: write the file by hand (spec: u64 header size, JSON, data).
     bits = (rng.standard_normal(300).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)

@@ -252,6 +252,32 @@ TEST_CASE("safetensors: __metadata__ and non-ASCII names", "[safetensors]") {
   auto r = open_snapshot(kDir + "metadata.safetensors");
   REQUIRE(r->arrays().size() == 2);
   CHECK(r->arrays()[0].name == "enc.\xE5\xB1\xA4" "0.weight");
+  // The metadata in file order, values as they are (UTF-8 kept).
+  using KV = std::pair<std::string, std::string>;
+  CHECK(r->metadata() == std::vector<KV>{{"format", "pt"}, {"step", "42"}, {"note", "gradients \xE2\x80\x93 \xE2\x88\x87"}});
+  CHECK(open_snapshot(kDir + "scalar_empty.safetensors")->metadata().empty());  // none in that file
+}
+
+TEST_CASE("safetensors: set_metadata replaces the default __metadata__, in the order given", "[safetensors]") {
+  TempDir tmp("meta");
+  const std::string out = tmp.file("m.safetensors");
+  using KV = std::pair<std::string, std::string>;
+  const std::vector<KV> meta{{"zeta", "1"}, {"alpha", "\xC3\xA9"}};
+  {
+    auto w = create_snapshot(out, false);
+    w->set_metadata(meta);
+    w->add(make("w", DType::F32, {2}, bytes_of(std::vector<float>{1.f, 2.f})));
+    w->finish();
+  }
+  REQUIRE(run_checker(out, tmp.file("dump.json")) == 0);
+  json d = load_json(tmp.file("dump.json"));
+  CHECK(d.at("metadata") == json{{"zeta", "1"}, {"alpha", "\xC3\xA9"}});
+  CHECK(open_snapshot(out)->metadata() == meta);  // and in the file's order
+  // Not UTF-8: refused naming the key; after add(): a caller's bug.
+  auto w = create_snapshot(tmp.file("bad.safetensors"), false);
+  CHECK_THROWS_WITH(w->set_metadata({{"k", "\xFF"}}), Catch::Contains("__metadata__ entry 'k' is not valid UTF-8"));
+  w->add(make("w", DType::F32, {1}, bytes_of(std::vector<float>{1.f})));
+  CHECK_THROWS_AS(w->set_metadata(meta), Error);
 }
 
 TEST_CASE("safetensors: every non-floating dtype becomes Other with a numpy descr", "[safetensors]") {

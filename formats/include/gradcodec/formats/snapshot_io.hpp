@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradcodec::formats {
@@ -34,6 +35,9 @@ class SnapshotReader {
   // Why read(i) will fail, when open() already knows it (HDF5 variable-length data, references,
   // data in other files, a missing filter); empty otherwise. Lets a caller refuse at once, before
   // it has read anything else.
+  // The file's own key/value metadata (safetensors "__metadata__"), in file order; empty for
+  // formats without one. encode keeps it in the container and decode to safetensors restores it.
+  virtual std::vector<std::pair<std::string, std::string>> metadata() const { return {}; }
   // What open() saw in the file but will not read (HDF5 soft and external links), one line
   // each, for the caller to show: nothing is left out without a word.
   virtual std::vector<std::string> notes() const { return {}; }
@@ -61,6 +65,10 @@ class SnapshotWriter {
   // comes instead of holding them all until finish(); add() then refuses (Internal) a tensor
   // that differs from the one announced, and finish() one left out. Others ignore it.
   virtual void expect(const std::vector<TensorInfo>& infos) { (void)infos; }
+  // Optional, before expect() and add(): key/value metadata for the file (safetensors writes it
+  // as "__metadata__" instead of its default {"format": "pt"}). Formats without such a place
+  // ignore it.
+  virtual void set_metadata(std::vector<std::pair<std::string, std::string>> metadata) { (void)metadata; }
   virtual void add(const Tensor& t) = 0;
   // Completes the file (or a directory's files) under temporary names; publish() then renames
   // it into place. Without publish() the destructor removes everything written. A caller
