@@ -13,7 +13,7 @@ void ByteWriter::varint(uint64_t v) {
 }
 
 void ByteWriter::str16(std::string_view s) {
-  if (s.size() > 0xffff) fail(ErrorCode::Internal, "string longer than 65535 bytes");
+  if (s.size() > kMaxStr16) fail(ErrorCode::Internal, "string longer than " + std::to_string(kMaxStr16) + " bytes");
   u16(static_cast<uint16_t>(s.size()));
   bytes(s.data(), s.size());
 }

@@ -1,5 +1,6 @@
 // SequenceEncoder (see codec.hpp): frames of tensors into container records, on a pool of
 // worker threads that keeps the bytes the same for any thread count and memory bounded.
+#include <gradcodec/bytes.hpp>
 #include <gradcodec/codec.hpp>
 
 #include "core/ordered_pool.hpp"
@@ -38,17 +39,17 @@ ContainerHeader SequenceEncoder::header(const std::string& inputs_json) const {
 namespace {
 
 // What the container cannot record, refused (as an input the tool does not support) before any
-// record of the frame is written: a name or a dtype description over 65535 bytes (u16 lengths),
+// record of the frame is written: a name or a dtype description over kMaxStr16 bytes (u16 lengths),
 // more than kMaxDims dimensions.
 void check_storable(const TensorInfo& info, const std::string& source) {
-  constexpr size_t kMaxText = 0xffff;
   auto shown = [](const std::string& s) { return s.size() > 40 ? s.substr(0, 40) + "..." : s; };
-  if (info.name.size() > kMaxText)
+  const std::string most = std::to_string(kMaxStr16);
+  if (info.name.size() > kMaxStr16)
     fail(ErrorCode::Input, source + ": tensor name '" + shown(info.name) + "' has " + std::to_string(info.name.size()) +
-                               " bytes; a container stores names of at most 65535");
-  if (info.descr.size() > kMaxText)
+                               " bytes; a container stores names of at most " + most);
+  if (info.descr.size() > kMaxStr16)
     fail(ErrorCode::Input, source + ": tensor '" + shown(info.name) + "': dtype description of " +
-                               std::to_string(info.descr.size()) + " bytes; a container stores at most 65535");
+                               std::to_string(info.descr.size()) + " bytes; a container stores at most " + most);
   if (info.shape.size() > kMaxDims)
     fail(ErrorCode::Input, source + ": tensor '" + shown(info.name) + "' has " + std::to_string(info.shape.size()) +
                                " dimensions; a container stores at most " + std::to_string(kMaxDims));

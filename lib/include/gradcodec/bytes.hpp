@@ -15,6 +15,10 @@
 
 namespace gradcodec {
 
+// The longest string str16() writes (a u16 length): tensor names and dtype descriptions in a
+// container.
+inline constexpr size_t kMaxStr16 = 0xffff;
+
 class ByteWriter {
  public:
   explicit ByteWriter(std::vector<uint8_t>& out) : out_(out) {}
@@ -29,7 +33,8 @@ class ByteWriter {
     const auto* b = static_cast<const uint8_t*>(p);
     out_.insert(out_.end(), b, b + n);
   }
-  void str16(std::string_view s);  // u16 length + bytes (throws Internal if longer than 65535)
+  // u16 length + bytes (throws Internal if longer than kMaxStr16, which callers check first)
+  void str16(std::string_view s);
   size_t size() const { return out_.size(); }
   std::vector<uint8_t>& buffer() { return out_; }
 
