@@ -73,7 +73,7 @@ int run_encode(const EncodeArgs& a) {
   bar.finish();
   const uint64_t out_bytes = writer.bytes_written();
   if (!quiet())
-    std::fprintf(stderr, "gradcodec: %s: %zu frame(s), %llu tensors, %s -> %s (ratio %.2fx, %s)\n",
+    std::fprintf(stderr, "gradcodec: %s: %zu frame(s), %llu tensor(s), %s -> %s (ratio %.2fx, %s)\n",
                  a.output == "-" ? "<stdout>" : a.output.c_str(), inputs.size(),
                  static_cast<unsigned long long>(tensors), human_bytes(in_bytes).c_str(),
                  human_bytes(out_bytes).c_str(), out_bytes ? double(in_bytes) / double(out_bytes) : 0.0,

@@ -178,7 +178,7 @@ int run_inspect(const InspectArgs& a) {
                   t["stages"].get<std::string>().c_str());
   }
   if (a.names_only) return 0;  // names, shapes and dtypes only
-  std::printf("\ntotal  %llu tensors, %llu parameters: %s -> %s  ratio %.3f  %s bits/param\n",
+  std::printf("\ntotal  %llu tensor(s), %llu parameters: %s -> %s  ratio %.3f  %s bits/param\n",
               static_cast<unsigned long long>(total_tensors), static_cast<unsigned long long>(total_params),
               human_bytes(total_in).c_str(), human_bytes(file).c_str(), totals["ratio"].get<double>(),
               fig(totals["bits_per_param"], "%.4f").c_str());

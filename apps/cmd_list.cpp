@@ -63,7 +63,7 @@ void setup_list(CLI::App& app, Runner& run) {
   auto what = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand("list", "list the registered stages or the presets");
-  sub->add_option("WHAT", *what, "stages | presets")->required()->check(CLI::IsMember({"stages", "presets"}));
+  sub->add_option("stages|presets", *what, "what to list")->required()->check(CLI::IsMember({"stages", "presets"}));
   sub->add_flag("--json", *json, "print a JSON array (name, pipeline/kind, params, source, ...)");
   sub->callback([what, json, &run] { run = [what, json] { return run_list(*what, *json); }; });
 }

@@ -54,7 +54,7 @@ int run_merge(const MergeArgs& a) {
   if (!quiet()) {
     uint64_t hop_total = 0;
     for (uint64_t b : rep.hop_bits) hop_total += b;
-    std::fprintf(stderr, "gradcodec: %s: %s of %zu workers, %zu frame(s) x %zu tensors, pipeline '%s', %s; "
+    std::fprintf(stderr, "gradcodec: %s: %s of %zu workers, %zu frame(s) x %zu tensor(s), pipeline '%s', %s; "
                          "the ring's %zu hops send %s in all\n",
                  a.output == "-" ? "<stdout>" : a.output.c_str(), merge_method_name(o.method), a.inputs.size(),
                  rep.frames, rep.tensors, rep.pipeline_text.c_str(), human_bytes(rep.bytes_written).c_str(),

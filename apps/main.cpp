@@ -66,7 +66,9 @@ int main(int argc, char** argv) {
                            "list; see gradcodec --help)\n", cli::one_line(argv[1]).c_str());
       return 1;
     }
-    std::fprintf(stderr, "gradcodec: error: %s (see gradcodec --help)\n", cli::one_line(e.what()).c_str());
+    // The help that answers it: the subcommand's own, when the error is in one.
+    const std::string help = known ? "gradcodec " + first + " --help" : "gradcodec --help";
+    std::fprintf(stderr, "gradcodec: error: %s (see %s)\n", cli::one_line(e.what()).c_str(), help.c_str());
     return 1;
   }
   cli::set_quiet(quiet);

@@ -218,6 +218,9 @@ def test_failed_write_to_stdout_is_an_error():
 
 def test_option_values_checked_and_messages_on_one_line():
     fails("foo", code=1, contains="unknown command 'foo'")
+    # A parse error in a subcommand points to that subcommand's help, naming what is missing.
+    fails("list", code=1, contains=["stages|presets is required", "(see gradcodec list --help)"])
+    fails("encode", path("ok.npz"), code=1, contains=["--output is required", "(see gradcodec encode --help)"])
     for opt in ("--preset", "--pipeline"):
         fails("encode", path("ok.npz"), "-o", path("o1.gcz"), opt, "", code=1, contains=f"{opt}: is empty")
         fails("bench", path("ok.npz"), opt, " ", code=1, contains=f"{opt}: is empty")
