@@ -81,6 +81,17 @@ ordered_json stats_json(const StageStats& stats) {
 
 }  // namespace
 
+// A Markdown table cell holds '|' as "\|" (a pipeline's text, "max|err|"): a bare one would
+// split the cell and the rows would no longer match the header.
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchContext& ctx, bool md) {
   std::string in;
   for (const auto& i : ctx.inputs) in += (in.empty() ? "" : " ") + i;
@@ -89,13 +100,14 @@ void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchC
   const char* h1 = md ? "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n"
                       : "%-26s %8s %8s %7s %7s %7s %6s %9s %8s %9s %7s %9s %9s\n";
   std::fprintf(out, h1, "pipeline", "ratio", "bits/p", "index", "value", "sc+side", "ovh", "rel L2", "cosine",
-               "max|err|", "sign%", "enc MB/s", "dec MB/s");
+               md ? "max\\|err\\|" : "max|err|", "sign%", "enc MB/s", "dec MB/s");
   if (md) std::fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& r : rows) {
     ordered_json j = row_fields(r);
     std::string name = r.label == "pipeline" ? r.pipeline : r.label;
     if (!r.sweep.empty()) name += " [" + r.sweep + "]";
     if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
+    if (md) name = md_cell(name);
     const char* f = md ? "| %s | %.2f | %s | %s | %s | %s | %s | %.3g | %.5f | %.3g | %.1f | %.1f | %.1f |\n"
                        : "%-26s %8.2f %8s %7s %7s %7s %6s %9.3g %8.5f %9.3g %7.1f %9.1f %9.1f\n";
     std::fprintf(out, f, name.c_str(), j["ratio"].get<double>(), fig(j["bits_per_param"], "%.4f").c_str(),
@@ -116,6 +128,7 @@ void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchC
     std::string name = r.label == "pipeline" ? r.pipeline : r.label;
     if (!r.sweep.empty()) name += " [" + r.sweep + "]";
     if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
+    if (md) name = md_cell(name);
     std::string bias = r.deterministic ? "deterministic"
                        : r.seeds > 1   ? format("bias %.3g, rel L2 %.3g +- %.2g (%u seeds)", r.bias, r.rel_l2_mean,
                                                 r.rel_l2_std, r.seeds)
@@ -138,6 +151,7 @@ void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchC
       if (r.stats.empty()) continue;
       std::string name = r.label == "pipeline" ? r.pipeline : r.label;  // in full: rows differ late
       if (!r.sweep.empty()) name += " [" + r.sweep + "]";
+      if (md) name = md_cell(name);
       std::string figs;
       for (const auto& st : r.stats)
         figs += (figs.empty() ? "" : md ? "; " : "   ") + format("%s %.4g", st.name.c_str(), st.value());
@@ -150,6 +164,7 @@ void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchC
       std::string name = r.label == "pipeline" ? r.pipeline : r.label;
       if (!r.sweep.empty()) name += " [" + r.sweep + "]";
       if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
+    if (md) name = md_cell(name);
       std::fprintf(out, md ? "| %s |" : "%-26s", name.c_str());
       for (const auto& f : r.frames)
         std::fprintf(out, md ? " %.2f (%.3g) |" : " %8.2f (%-9.3g)",

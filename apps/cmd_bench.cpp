@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -145,8 +146,15 @@ int run_bench(BenchArgs a) {
   for (const auto& t : a.pipelines) jobs.push_back({Pipeline::parse(t), "pipeline", ""});
   if (jobs.empty())
     for (const auto& p : preset_table()) jobs.push_back({Pipeline::preset(p.name), p.name, ""});
+  std::map<std::string, std::string> swept;  // "stage.param" -> the --sweep text
   for (const auto& text : a.sweeps) {
     Sweep sw = parse_sweep(text);
+    // Two sweeps over a stage's alternatives (topk.k and topk.ratio) would each replace the
+    // other: every row would run the second and be labelled with both.
+    if (const char* other = alternative_param(sw.stage, sw.param); other && swept.count(sw.stage + "." + other))
+      fail(ErrorCode::Usage, "--sweep " + text + " and --sweep " + swept[sw.stage + "." + other] + ": " + sw.stage +
+                                 " takes " + sw.param + " or " + other + ", not both; sweep one of them");
+    swept[sw.stage + "." + sw.param] = text;
     std::vector<Job> expanded;
     bool used = false;
     for (const auto& j : jobs) {
@@ -159,7 +167,9 @@ int run_bench(BenchArgs a) {
         expanded.push_back({j.pipeline.with_param(sw.stage, sw.param, v), j.label,
                             (j.sweep.empty() ? "" : j.sweep + ", ") + sw.stage + "." + sw.param + "=" + v});
     }
-    if (!used) fail(ErrorCode::Usage, "--sweep " + text + ": no pipeline given has a stage '" + sw.stage + "'");
+    if (!used)
+      fail(ErrorCode::Usage, "--sweep " + text + ": no pipeline given has a stage '" + sw.stage +
+                                 "' (a stage inside another's parameters, as accordion's, cannot be swept)");
     jobs = std::move(expanded);
   }
 

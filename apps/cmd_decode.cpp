@@ -98,6 +98,8 @@ int run_decode(const DecodeArgs& a) {
   ProgressBar bar("decode", total, ProgressBar::Unit::Bytes);
   auto advance = [&bar](const Tensor& t) { bar.advance(t.elements() * dtype_size(t.dtype()), t.name()); };
   const auto metadata = input_metadata(reader);
+  for (size_t f : frames)  // a directory is a valid output here (one .npy per tensor)
+    check_output_path(a.frame >= 0 ? a.output : frame_path(a.output, f, frames.size()), {a.input}, true);
   // Every frame's file is completed under a temporary name, and renamed into place only once
   // all of them are: a failure in frame k leaves no file of frames 0..k-1.
   std::vector<std::unique_ptr<formats::SnapshotWriter>> done;

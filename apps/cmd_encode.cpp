@@ -29,6 +29,7 @@ int run_encode(const EncodeArgs& a) {
   int stdin_uses = 0;
   for (const auto& i : a.inputs) stdin_uses += i == "-";
   if (stdin_uses > 1) fail(ErrorCode::Usage, "standard input ('-') can be read only once");
+  check_output_path(a.output, a.inputs);
   Pipeline pipeline = choose_pipeline(a.preset, a.pipeline);
   EncodeOptions eo;
   eo.seed = a.seed;

@@ -31,6 +31,7 @@ int run_merge(const MergeArgs& a) {
     fail(ErrorCode::Usage, "refusing to write a binary container to a terminal (redirect it or use -o FILE)");
   for (const auto& i : a.inputs)
     if (i == "-") fail(ErrorCode::Usage, "merge reads its inputs by name: standard input ('-') is not supported");
+  check_output_path(a.output, a.inputs);
   o.seed = a.seed;
   o.eta = a.eta;
   o.threads = thread_count(a.threads);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
@@ -180,6 +181,18 @@ OpenInput open_input(const std::string& path, const InputOptions& opt) {
                                std::string(filtered ? " after --include/--exclude" : ""));
   }
   return in;
+}
+
+void check_output_path(const std::string& output, const std::vector<std::string>& inputs, bool dir_ok) {
+  if (output == "-") return;
+  std::error_code ec;
+  if (!dir_ok && std::filesystem::is_directory(output, ec))
+    fail(ErrorCode::Usage, output + ": is a directory (give a file name for the output)");
+  for (const auto& in : inputs) {
+    if (in == "-") continue;
+    if (std::filesystem::equivalent(output, in, ec))  // false, with ec set, when either is missing
+      fail(ErrorCode::Usage, output + ": is also an input (" + in + "); refusing to replace a file being read");
+  }
 }
 
 FrameSource frame_source(OpenInput& in) {

@@ -50,6 +50,11 @@ struct OpenInput {
 // Opens INPUT, applies --include/--exclude and the non-float policy (warning for skipped arrays,
 // Error Input for --strict or for a file with no floating array left).
 OpenInput open_input(const std::string& path, const InputOptions& opt);
+
+// Refuses (Usage), before any work, an output path that is one of the inputs (the same file
+// under any name: a hard or symbolic link) — even --force must not replace what is being read —
+// and, unless `dir_ok`, an output that is an existing directory. "-" is never refused.
+void check_output_path(const std::string& output, const std::vector<std::string>& inputs, bool dir_ok = false);
 // The frame source that loads the selected arrays one by one.
 FrameSource frame_source(OpenInput& in);
 // Registers --include/--exclude/--pass-through/--strict on a subcommand.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <sys/stat.h>
 
 namespace gradcodec::formats {
 
@@ -72,6 +73,9 @@ Format format_for_output(const std::string& path) {
   if (ext == ".npz") return Format::Npz;
   if (ext == ".h5" || ext == ".hdf5") return Format::Hdf5;
   if (ext == ".safetensors") return Format::Safetensors;
+  // A device or a FIFO with no format in its name (/dev/null, a named pipe): NPZ, as for "-".
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) return Format::Npz;
   fail(ErrorCode::Usage, path + ": cannot tell the output format (use .npz, .h5, .hdf5, "
                                 ".safetensors, .npy or a directory ending in '/')");
 }

@@ -5,6 +5,7 @@ no-INPUT demo on the bundled snapshots."""
 import csv
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -83,6 +84,26 @@ def test_sweep_expands_rows():
     assert [r["kept"] for r in rep["rows"]] == [10 + 10, 100 + 50]  # k per tensor, at most b's 50 elements
 
 
+def test_markdown_tables_have_as_many_cells_as_their_header():
+    # A pipeline's text and "max|err|" hold '|': escaped, or the rows would not match the header.
+    out, _ = run("bench", path("g.npz"), "--pipeline", "raw | zstd", "--preset", "fp16", "--min-time", "0",
+                 "--repeat", "1", "--markdown")
+    tables, current = [], []
+    for line in out.decode().splitlines():
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append(current)
+            current = []
+    if current:
+        tables.append(current)
+    assert len(tables) >= 2, out
+    for t in tables:
+        cells = [len(re.split(r"(?<!\\)\|", row)) for row in t]
+        assert len(set(cells)) == 1, t
+    assert "raw \\| zstd" in out.decode() and "max\\|err\\|" in out.decode()
+
+
 def test_refusals():
     fails("bench", path("g.npz"), "--preset", "fp16", "--sweep", "topk.ratio=0.1", code=1,
           contains="no pipeline given has a stage 'topk'")
@@ -91,6 +112,10 @@ def test_refusals():
     fails("bench", path("g.npz"), "--pipeline", "zstd", "--sweep", "zstd.level", code=1, contains="STAGE.PARAM=")
     fails("bench", path("g.npz"), "--pipeline", "zstd", "--sweep", "zstd.level=1,99", code=1, contains="out of range")
     fails("bench", path("nope.npz"), code=2, contains="nope.npz")
+    fails("bench", path("g.npz"), "--preset", "bird+", "--sweep", "bird+.gamma=1,2", "--sweep", "bird+.keep=0.5",
+          code=1, contains="bird+ takes keep or gamma, not both")
+    fails("bench", path("g.npz"), "--preset", "accordion-topk", "--sweep", "topk.k=5", code=1,
+          contains="a stage inside another's parameters")
 
 
 def test_a_wrong_decode_is_a_mismatch_with_exit_5():

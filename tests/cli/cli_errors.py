@@ -205,6 +205,28 @@ def test_interrupted_bench_leaves_no_scratch_container():
     assert not os.path.exists(scratch), scratch
 
 
+def test_output_that_is_an_input_or_a_directory_is_refused_before_work():
+    # --force replaces an existing output, never a file being read (under any name).
+    np.savez(path("victim.npz"), w=np.arange(10, dtype=np.float32))
+    before = open(path("victim.npz"), "rb").read()
+    fails("encode", path("victim.npz"), "-o", path("victim.npz"), "--force", code=1,
+          contains="is also an input")
+    os.symlink(path("victim.npz"), path("alias.npz"))
+    fails("encode", path("victim.npz"), "-o", path("alias.npz"), "--force", code=1, contains="is also an input")
+    assert open(path("victim.npz"), "rb").read() == before
+    run("encode", path("victim.npz"), "-o", path("v1.gcz"), "--quiet")
+    run("encode", path("victim.npz"), "-o", path("v2.gcz"), "--quiet")
+    v1 = open(path("v1.gcz"), "rb").read()
+    fails("merge", path("v1.gcz"), path("v2.gcz"), "-o", path("v1.gcz"), "--force", "--method", "mean", code=1,
+          contains="is also an input")
+    assert open(path("v1.gcz"), "rb").read() == v1
+    # An existing directory as encode's output: refused at once (it failed after the whole run).
+    os.makedirs(path("outdir"), exist_ok=True)
+    fails("encode", path("victim.npz"), "-o", path("outdir"), "--force", code=1, contains="is a directory")
+    # decode to a device without a format in its name writes NPZ there, as the README says.
+    run("decode", path("v1.gcz"), "-o", "/dev/null")
+
+
 def test_failed_write_to_stdout_is_an_error():
     if not os.path.exists("/dev/full"):
         return
