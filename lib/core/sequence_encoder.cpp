@@ -103,14 +103,23 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       auto& st = im.states.at(t.name());  // created before the workers start
       if (keyframe) st.dec.clear();
       // A lossy pipeline's tensor with NaN/Inf is refused or stored raw. Counted here, or by the
-      // pipeline's first stage as it reads an f32 tensor (PipelineStages::screens_nonfinite).
+      // pipeline's first stage as it reads an f32 tensor (PipelineStages::screens_nonfinite). So
+      // is an f64 tensor holding finite values beyond float32's range: lossy stages compute in
+      // float32, where they would turn into Inf (and a norm of them into NaN for every element).
       const bool screened = im.stages.screens_nonfinite() && t.dtype() == DType::F32;
       uint64_t nonfinite = im.stages.lossless() || screened ? 0 : count_nonfinite(t);
+      const uint64_t beyond = im.stages.lossless() ? 0 : count_beyond_f32(t);
       auto refuse_nonfinite = [&] {
-        if (nonfinite && im.opt.nonfinite == NonFinite::Refuse)
+        if (im.opt.nonfinite != NonFinite::Refuse) return;
+        if (nonfinite)
           fail(ErrorCode::Input, src.source + ": tensor '" + t.name() + "' has " + std::to_string(nonfinite) +
                                      " non-finite value(s) (NaN/Inf) and the pipeline is lossy; --nonfinite=raw "
                                      "stores such tensors raw");
+        if (beyond)
+          fail(ErrorCode::Input, src.source + ": tensor '" + t.name() + "' has " + std::to_string(beyond) +
+                                     " value(s) beyond float32's range (|x| > 3.4e38), which the lossy pipeline, "
+                                     "computing in float32, would turn into Inf/NaN; --nonfinite=raw stores such "
+                                     "tensors raw");
       };
       refuse_nonfinite();
       StageContext ctx;
@@ -121,14 +130,14 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       ctx.info = &t.info;
       ctx.frame_plan = plan.get();
       PipelineStages::Encoded enc;
-      if (!nonfinite) {  // (else NonFinite::Raw: the tensor is stored raw, as it is)
+      if (!nonfinite && !beyond) {  // (else NonFinite::Raw: the tensor is stored raw, as it is)
         enc = im.stages.encode(t, ctx, st, im.opt.time_stages);
         job.times = enc.times;
         job.kept = enc.kept;
         if (screened) nonfinite = enc.nonfinite;
         refuse_nonfinite();
       }
-      if (nonfinite || enc.streams.total_bytes() >= t.data.size()) {
+      if (nonfinite || beyond || enc.streams.total_bytes() >= t.data.size()) {
         enc = PipelineStages::Encoded{};  // free the larger-than-raw streams before the raw copy
         job.kept = t.elements();  // every value sent, exactly
         job.storage = Storage::Raw;

@@ -2,7 +2,9 @@
 #include <gradcodec/tensor.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace gradcodec {
 
@@ -49,6 +51,20 @@ uint64_t count_nonfinite(const Tensor& t) noexcept {
     case DType::Other: return 0;
   }
   return 0;
+}
+
+uint64_t count_beyond_f32(const Tensor& t) noexcept {
+  if (t.dtype() != DType::F64 || t.data.empty()) return 0;
+  const uint64_t n = t.data.size() / 8;
+  const uint8_t* p = t.data.data();
+  uint64_t c = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    double v;
+    std::memcpy(&v, p + 8 * i, 8);
+    const double a = std::fabs(v);
+    c += a > double(std::numeric_limits<float>::max()) && a <= std::numeric_limits<double>::max();
+  }
+  return c;
 }
 
 const char* dtype_name(DType t) noexcept {

@@ -204,6 +204,22 @@ def test_non_float_skip_pass_through_strict():
     assert not os.path.exists(path("ms.gcz"))
 
 
+def test_f64_beyond_float32_range_refused_by_lossy_pipelines():
+    # A lossy pipeline computes in float32: 1e39 would become Inf, and qsgd's norm NaN for every
+    # element (a CLI probe found all 256 values NaN, exit 0). Refused, or stored raw on request;
+    # lossless keeps it bit-exact.
+    big = np.array([1e39, 1.0, -2.0, 0.5] * 64, np.float64)
+    np.save(path("big64.npy"), big)
+    for preset in ("qsgd8", "ssdm", "fp16", "bird+"):
+        fails("encode", path("big64.npy"), "-o", path("big64.gcz"), "--preset", preset, "--force", code=2,
+              contains="64 value(s) beyond float32's range")
+    run("encode", path("big64.npy"), "-o", path("big64.gcz"), "--preset", "qsgd8", "--nonfinite", "raw",
+        "--force", "--quiet")
+    run("decode", path("big64.gcz"), "-o", path("big64_out.npy"), "--force")
+    assert same_bits(np.load(path("big64_out.npy")), big)
+    run("encode", path("big64.npy"), "-o", path("big64.gcz"), "--preset", "lossless", "--force", "--quiet")
+
+
 def test_nonfinite_lossy_refuses_or_stores_raw():
     g = rng.standard_normal((64, 32)).astype(np.float32)
     g.reshape(-1)[[3, 70, 500]] = [np.nan, np.inf, -np.inf]

@@ -93,3 +93,17 @@ TEST_CASE("count_nonfinite counts NaN and Inf patterns of every dtype, and nothi
   CHECK(count_nonfinite(bytes_tensor("o", DType::Other, {4}, std::vector<uint8_t>(4, 0xff))) == 0);
   CHECK(count_nonfinite(bytes_tensor("e", DType::F32, {0}, {})) == 0);
 }
+
+TEST_CASE("count_beyond_f32: finite f64 values float32 cannot hold, and nothing else", "[codec]") {
+  const double fmax = std::numeric_limits<float>::max();
+  std::vector<double> d = {fmax, -fmax, std::nextafter(fmax, 1e300), -1e39, std::numeric_limits<double>::max(),
+                           std::numeric_limits<double>::infinity(), std::nan(""), 1.0, 0.0};
+  std::vector<uint8_t> db(d.size() * 8);
+  std::memcpy(db.data(), d.data(), db.size());
+  CHECK(count_beyond_f32(bytes_tensor("d", DType::F64, {d.size()}, db)) == 3);  // next(fmax), -1e39, DBL_MAX
+  std::vector<float> f = {std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity()};
+  std::vector<uint8_t> fb(f.size() * 4);
+  std::memcpy(fb.data(), f.data(), fb.size());
+  CHECK(count_beyond_f32(bytes_tensor("f", DType::F32, {2}, fb)) == 0);
+  CHECK(count_beyond_f32(bytes_tensor("e", DType::F64, {0}, {})) == 0);
+}

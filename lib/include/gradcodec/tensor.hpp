@@ -70,6 +70,8 @@ struct Tensor {
 
 // Number of NaN and ±Inf elements of a floating tensor (0 for DType::Other), from the bit patterns.
 uint64_t count_nonfinite(const Tensor& t) noexcept;
+// Finite f64 elements with |x| > FLT_MAX: float32 cannot hold them (0 for every other dtype).
+uint64_t count_beyond_f32(const Tensor& t) noexcept;
 
 // Ordered tensors of one training step plus its attributes.
 struct Snapshot {
