@@ -297,6 +297,8 @@ class Hdf5Writer final : public SnapshotWriter {
     // Name → HDF5 path, refusing names that HDF5 cannot hold or that collide. A name that does
     // not split into non-empty parts ('.hidden', 'a..b', 'x.') and has no '/' is one dataset
     // of that name in the root group: the reader gives it back as it was.
+    if (name.find('\0') != std::string::npos)  // HDF5 link names end at a NUL: it would be cut there
+      throw usage("name holds a NUL byte, which an HDF5 name cannot");
     std::vector<std::string> parts = split_name(name);
     const bool empty_part = std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); });
     if (empty_part && name.find('/') == std::string::npos && name != "." && name != "..") parts = {name};

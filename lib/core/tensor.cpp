@@ -112,6 +112,16 @@ std::string shape_string(const std::vector<uint64_t>& shape) {
   return s + "]";
 }
 
+std::string Error::without_nul(const std::string& s) {
+  if (s.find('\0') == std::string::npos) return s;
+  std::string out;
+  for (char c : s) {
+    if (c == '\0') out += "\\x00";
+    else out += c;
+  }
+  return out;
+}
+
 const char* error_code_name(ErrorCode c) noexcept {
   switch (c) {
     case ErrorCode::Usage: return "usage";

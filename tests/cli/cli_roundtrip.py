@@ -437,6 +437,27 @@ def test_bundled_snapshots_lossless():
                 assert same_bits(a[k], b[k]), (f, k)
 
 
+def test_a_name_holding_a_nul_byte():
+    # safetensors keys may hold U+0000. HDF5 names end at a NUL: refused, not silently cut to
+    # 'nul'; the NPZ refusal shows the whole name (the message was cut at the NUL); safetensors
+    # keeps it.
+    header = json.dumps({"nul\x00x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path("nul.safetensors"), "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + np.float32(1).tobytes())
+    run("encode", path("nul.safetensors"), "-o", path("nul.gcz"), "--force", "--quiet")
+    fails("decode", path("nul.gcz"), "-o", path("nul.h5"), "--force", code=1,
+          contains=["tensor 'nul", "name holds a NUL byte"])
+    assert not os.path.exists(path("nul.h5"))
+    fails("decode", path("nul.gcz"), "-o", path("nul.npz"), "--force", code=1, contains="'nul\\x00x'")
+    run("decode", path("nul.gcz"), "-o", path("nul_out.safetensors"), "--force")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+    import safetensors_check
+    with open(path("nul_out.safetensors"), "rb") as f:
+        _, _, _, tensors = safetensors_check.parse(f.read())
+    assert [t["name"] for t in tensors] == ["nul\x00x"]
+
+
 def test_safetensors_metadata_kept_through_a_round_trip():
     # The input's __metadata__ (keys in file order, non-ASCII values) is kept in the container
     # (inspect shows it with the input) and written back by decode to safetensors; a frame whose

@@ -22,10 +22,14 @@ const char* error_code_name(ErrorCode c) noexcept;
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  // A NUL byte in the message (from a tensor name) is written as "\x00": what() is a C string,
+  // and would end there.
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(without_nul(message)), code_(code) {}
   ErrorCode code() const noexcept { return code_; }
 
  private:
+  static std::string without_nul(const std::string& s);  // (out of line: GCC 12 warns falsely inlined)
+
   ErrorCode code_;
 };
 
