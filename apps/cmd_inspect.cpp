@@ -54,6 +54,12 @@ int run_inspect(const InspectArgs& a) {
   std::map<std::string, uint64_t> classes = {{"index", 0}, {"value", 0}, {"scale", 0}, {"side", 0}};
   const bool decode = !a.no_decode && !a.names_only;
   SequenceDecoder decoder(r);
+  // Why a tensor is stored raw: a lossless pipeline stores raw only what its encoding would
+  // grow; a lossy one also what --nonfinite=raw kept (NaN/Inf, or values a stage cannot
+  // represent). The container does not say which.
+  const char* raw_label = PipelineStages(Pipeline::from_json(h.pipeline_json)).lossless()
+                              ? "raw (encoding would grow it)"
+                              : "raw (encoding would grow it, or --nonfinite=raw)";
   uint64_t total_kept = 0;
   ordered_json frames = ordered_json::array();
   for (size_t f = 0; f < r.frame_count(); ++f) {
@@ -87,7 +93,7 @@ int run_inspect(const InspectArgs& a) {
           merge_stats(all_stats, st);
         }
       } else {
-        t["stages"] = m.storage == Storage::Raw ? "raw (encoding would grow it)" : "pass-through";
+        t["stages"] = m.storage == Storage::Raw ? raw_label : "pass-through";
       }
       t["input_bytes"] = in_bytes;
       t["bytes"] = m.size;

@@ -219,7 +219,8 @@ void add_nonfinite_option(CLI::App& app, NonFinite& policy) {
   // the enum's values as raw bytes (a NUL among them) in --help and in its error line.
   app.add_option_function<std::string>(
          "--nonfinite", [&policy](const std::string& s) { policy = s == "raw" ? NonFinite::Raw : NonFinite::Refuse; },
-         "refuse (default): a lossy pipeline refuses a tensor holding NaN/Inf; raw: store such tensors raw "
+         "refuse (default): a lossy pipeline refuses a tensor holding NaN/Inf, or values a stage would "
+         "turn into Inf (beyond fp16's range, an overflowing norm); raw: store such tensors raw "
          "(lossless pipelines always keep them bit-exact)")
       ->check(CLI::IsMember({"refuse", "raw"}));
 }

@@ -6,6 +6,7 @@
 #include <gradcodec/rng.hpp>
 
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,7 @@ inline RoundTrip roundtrip(const std::string& pipeline_text, const Tensor& t, ui
   ctx.keyframe = frame == 0;
   ctx.info = &t.info;
   auto enc = stages.encode(t, ctx, enc_state);
+  if (!enc.overflow.empty()) throw std::runtime_error(enc.overflow);  // nothing to decode
   RoundTrip r;
   r.streams = enc.streams;
   r.stream_bytes = enc.streams.total_bytes();
@@ -89,6 +91,9 @@ inline std::vector<Tensor> sequence_roundtrip(const std::string& pipeline_text, 
     ctx.info = &t.info;
     if (ctx.keyframe) enc_state.dec.clear(), dec_state.dec.clear();
     auto enc = stages.encode(t, ctx, enc_state);
+    // A stage that cannot represent the frame stops with Encoded::overflow (the codec refuses the
+    // tensor or stores it raw); there is nothing to decode.
+    if (!enc.overflow.empty()) throw std::runtime_error(enc.overflow);
     if (stages.stateful()) {
       std::vector<float> recon;
       (enc.variant >= 0 ? stages.variant(enc.variant) : stages).decode(t.info, enc.plain, false, ctx, enc_state, &recon);

@@ -124,6 +124,14 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
     c.state = &st.enc[pos];
     return c;
   };
+  // A stage found values it cannot represent (Payload::overflow): no output; the codec refuses
+  // the tensor or stores it raw.
+  auto overflowed = [&] {
+    if (p.overflow.empty()) return false;
+    out.overflow = std::move(p.overflow);
+    out.streams = {};
+    return true;
+  };
   if (!transforms_.empty()) {
     Timer tm(out.times, StageKind::Transform, timed);
     p.dense_f32();
@@ -132,6 +140,7 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
       size_t pos = transforms_[k];
       static_cast<Transform*>(stages_[pos].get())->encode(p, ctx_for(pos));
       if (stateful_) st.transform_inputs[k] = p.values;
+      if (overflowed()) return out;
     }
   }
   auto* coder = indexer_ >= 0 ? static_cast<IndexCoder*>(stages_[indexer_].get()) : nullptr;
@@ -149,6 +158,7 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
       out.streams = {};
       return out;
     }
+    if (overflowed()) return out;
   }
   p.exact = exact_values_;
   if (selects && p.sparse && !p.index_implicit) {
@@ -170,6 +180,7 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
     out.streams = {};
     return out;
   }
+  if (overflowed()) return out;
   out.kept = p.value_count();
   if (coder && p.sparse && !p.index_implicit) {
     Timer tm(out.times, StageKind::IndexCoder, timed);

@@ -136,8 +136,13 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
         job.kept = enc.kept;
         if (screened) nonfinite = enc.nonfinite;
         refuse_nonfinite();
+        // A stage met finite values it cannot represent (a norm beyond float32, a value beyond
+        // float16): decoded, they would be Inf/NaN.
+        if (!enc.overflow.empty() && im.opt.nonfinite == NonFinite::Refuse)
+          fail(ErrorCode::Input, src.source + ": tensor '" + t.name() + "': " + enc.overflow +
+                                     ", which would decode as Inf/NaN; --nonfinite=raw stores such tensors raw");
       }
-      if (nonfinite || beyond || enc.streams.total_bytes() >= t.data.size()) {
+      if (nonfinite || beyond || !enc.overflow.empty() || enc.streams.total_bytes() >= t.data.size()) {
         enc = PipelineStages::Encoded{};  // free the larger-than-raw streams before the raw copy
         job.kept = t.elements();  // every value sent, exactly
         job.storage = Storage::Raw;

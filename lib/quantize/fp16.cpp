@@ -5,6 +5,8 @@
 
 #include <gradcodec/half.hpp>
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace gradcodec::stages {
@@ -18,10 +20,11 @@ class HalfCast final : public Quantizer {
   bool screens_nonfinite() const noexcept override { return true; }
   void encode(Payload& p, Streams& out, const StageContext&) override {
     // The source's own f32 values when dense (no copy); the halves appended in cache-sized
-    // chunks (written once, not zero-filled first); NaN/±Inf noted in the same pass.
+    // chunks (written once, not zero-filled first); ±Inf/NaN halves counted in the same pass.
     const std::span<const float> v = codes::coded_values(p);
     Stream& s = out.add(kValueStream, 2);
-    bool nonfinite = false;
+    constexpr uint16_t kExp = Half == DType::F16 ? 0x7c00 : 0x7f80;  // a half's exponent bits
+    uint64_t nonfinite = 0;
     append_chunked<8192>(s.bytes, v.size() * 2, [&](uint8_t* dst, uint64_t first, uint64_t bytes) {
       const float* x = v.data() + first / 2;
       const uint64_t m = bytes / 2;
@@ -35,13 +38,25 @@ class HalfCast final : public Quantizer {
       }
       uint32_t all_ones = 0;  // how many exponents are all ones (NaN/±Inf), counted branch-free
       for (uint64_t i = 0; i < m; ++i) {
-        uint32_t u;
-        std::memcpy(&u, x + i, 4);
-        all_ones += (u & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+        uint16_t h;
+        std::memcpy(&h, dst + 2 * i, 2);
+        all_ones += (h & kExp) == kExp ? 1u : 0u;
       }
-      nonfinite = nonfinite || all_ones != 0;
+      nonfinite += all_ones;
     });
-    if (nonfinite) codes::note_nonfinite(p, v);
+    if (nonfinite == 0) return;
+    // Either NaN/±Inf in the values, or finite values beyond the half type's range, which
+    // round to ±Inf: the latter cannot be decoded as they were.
+    uint64_t source = 0;
+    for (float x : v) source += std::isfinite(x) ? 0 : 1;
+    if (source) codes::note_nonfinite(p, v);
+    if (nonfinite > source) {
+      char why[160];
+      std::snprintf(why, sizeof why, "%s: %llu value(s) would round to ±Inf, beyond %s's range (largest finite %s)", name_,
+                    static_cast<unsigned long long>(nonfinite - source), Half == DType::F16 ? "float16" : "bfloat16",
+                    Half == DType::F16 ? "65504" : "3.39e38");
+      p.overflow = why;
+    }
   }
   void decode(Payload& p, const Streams& in, const StageContext&) override {
     auto b = in.get(kValueStream);

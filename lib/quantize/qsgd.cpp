@@ -33,7 +33,7 @@ class Qsgd final : public Quantizer {
     FixedPacker fixed(bytes, elias_ ? 0 : n, 1 + level_bits_);
     Rng rng = ctx.rng(RngPurpose::Round);
     const double s = static_cast<double>(s_);
-    bool nonfinite = false;
+    bool nonfinite = false, overflow = false;
     uint32_t code[kRun];  // the codes of a run of values: sign << level_bits | level
     double sums[kGroup];  // Σv² of the buckets of a group
     for (uint64_t b = 0; b < nb; ++b) {
@@ -43,6 +43,7 @@ class Qsgd final : public Quantizer {
       // Squares of f32 values cannot overflow a double: ss is finite unless a value is NaN/±Inf.
       if (!std::isfinite(ss)) nonfinite = true;
       const float norm = static_cast<float>(std::sqrt(ss));
+      if (std::isinf(norm) && std::isfinite(ss)) overflow = true;  // finite values, norm beyond f32
       norms[b] = norm;
       const double scale = norm > 0 ? s_ / static_cast<double>(norm) : 0.0;
       for (uint64_t i = lo; i < hi; i += kRun) {
@@ -62,6 +63,7 @@ class Qsgd final : public Quantizer {
     out.add(kValueStream, 1).bytes = std::move(bytes);
     codes::write_f32s(out.add(kScaleStream, 4), norms);
     if (nonfinite) codes::note_nonfinite(p, v);
+    else if (overflow) p.overflow = "qsgd: a bucket's L2 norm is beyond float32's range (3.4e38)";
   }
 
   void decode(Payload& p, const Streams& in, const StageContext&) override {

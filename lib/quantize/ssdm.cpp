@@ -20,6 +20,10 @@ class Ssdm final : public Quantizer {
     double ss = 0;
     for (float x : v) ss += static_cast<double>(x) * x;
     const float norm = static_cast<float>(std::sqrt(ss));
+    if (std::isinf(norm) && std::isfinite(ss)) {  // finite values whose norm is beyond f32
+      p.overflow = "ssdm: the tensor's L2 norm is beyond float32's range (3.4e38)";
+      return;
+    }
     const double half_inv = norm > 0 ? 0.5 / static_cast<double>(norm) : 0.0;
     std::vector<uint8_t> bytes;
     codes::BitPacker bits(bytes, n);

@@ -6,6 +6,7 @@
 
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <unordered_set>
@@ -65,9 +66,18 @@ class Randk final : public Reducer {
     // U/k in f32 arithmetic on both the value and the factor: decoded = fl(g·fl(U/k)).
     const float scale = unbiased_ && k > 0 ? static_cast<float>(static_cast<double>(u) / static_cast<double>(k)) : 1.0f;
     std::vector<float> kept(idx.size() * block_, 0.0f);
+    bool overflow = false;  // a finite value scaled by U/k beyond float32's range
     for (size_t j = 0; j < idx.size(); ++j) {
       const uint64_t first = idx[j] * block_, len = std::min<uint64_t>(block_, p.n - first);
-      for (uint64_t e = 0; e < len; ++e) kept[j * block_ + e] = unbiased_ ? v[first + e] * scale : v[first + e];
+      for (uint64_t e = 0; e < len; ++e) {
+        const float x = v[first + e], y = unbiased_ ? x * scale : x;
+        overflow |= std::isinf(y) && std::isfinite(x);
+        kept[j * block_ + e] = y;
+      }
+    }
+    if (overflow) {
+      p.overflow = "randk: a kept value scaled by U/k (unbiased=true) is beyond float32's range (3.4e38)";
+      return;
     }
     p.values = std::move(kept);
     p.index = std::move(idx);

@@ -2,6 +2,8 @@
 
 #include <gradcodec/half.hpp>
 
+#include <cmath>
+
 namespace gradcodec::stages {
 
 namespace {
@@ -19,7 +21,16 @@ class Delta final : public Transform {
     std::vector<float>& g = p.dense_f32();
     const auto& prev = ctx.shared_as<Previous>();
     if (!usable(prev, g.size(), ctx)) return;
-    for (size_t i = 0; i < g.size(); ++i) g[i] -= prev.v[i];
+    // g is finite here (the codec screens the input); the previous frame may have been stored
+    // raw with NaN/Inf (--nonfinite=raw).
+    bool overflow = false;
+    for (size_t i = 0; i < g.size(); ++i) {
+      g[i] -= prev.v[i];
+      overflow |= !std::isfinite(g[i]);
+    }
+    if (overflow)
+      p.overflow = "delta: the difference to the previous frame is not finite (beyond float32's range, or the "
+                   "previous frame held NaN/Inf)";
   }
 
   void decode(std::vector<float>& dense, const StageContext& ctx) override {

@@ -26,10 +26,13 @@ class Ef final : public Transform {
     std::vector<float>& g = p.dense_f32();
     auto& mem = ctx.state_as<EfMemory>();
     if (mem.m.size() != g.size()) mem.m.assign(g.size(), 0.0);
+    bool overflow = false;  // the input is finite here (the codec screens it before transforms)
     for (size_t i = 0; i < g.size(); ++i) {
       mem.m[i] = beta_ * mem.m[i] + gamma_ * static_cast<double>(g[i]);
       g[i] = static_cast<float>(mem.m[i]);
+      overflow |= !std::isfinite(g[i]);
     }
+    if (overflow) p.overflow = "ef: beta*m + gamma*g is beyond float32's range (3.4e38)";
   }
 
   void after_encode(std::span<const float>, std::span<const float> recon, const StageContext& ctx) override {

@@ -306,6 +306,51 @@ def test_nonfinite_screened_by_bird_counts_exactly():
     assert info["frames"][0]["tensors"][0]["storage"] == "pipeline", info["frames"][0]["tensors"][0]
 
 
+def test_values_a_stage_cannot_hold_are_refused_or_stored_raw():
+    # Finite values so large that a stage cannot represent them (a qsgd/ssdm norm beyond
+    # float32, a value beyond float16) would decode as Inf/NaN. Every preset either decodes them
+    # to finite values or refuses the tensor (exit 2, naming it and the stage, no output), and with
+    # --nonfinite=raw stores it raw, bit for bit, with the other tensors encoded as usual.
+    huge = (np.sign(rng.standard_normal((64, 300))) * 3e37).astype(np.float32)
+    ok = rng.standard_normal((64, 300)).astype(np.float32)
+    src = path("ovf.npz")
+    np.savez(src, ok=ok, huge=huge)
+    presets = [line.split()[0] for line in run("list", "presets")[0].decode().splitlines()
+               if line and not line[0].isspace()]
+    refused = set()
+    for preset in presets:
+        out, dec = path("ovf_%s.gcz" % preset), path("ovf_%s.npz" % preset)
+        try:
+            run("encode", src, "-o", out, "--preset", preset, "--quiet")
+            encoded = True
+        except AssertionError:  # checked below: exit 2 and the one error line
+            encoded = False
+        if encoded:
+            run("decode", out, "-o", dec, "--quiet")
+            with np.load(dec) as z:
+                assert np.isfinite(z["huge"]).all() and np.isfinite(z["ok"]).all(), preset
+            continue
+        refused.add(preset)
+        stage = {"fp16": "fp16", "ssdm": "ssdm"}.get(preset, "qsgd")
+        fails("encode", src, "-o", out, "--preset", preset, code=2,
+              contains=["tensor 'huge': %s: " % stage, "would decode as Inf/NaN", "--nonfinite=raw"])
+        assert not os.path.exists(out), preset
+        run("encode", src, "-o", out, "--preset", preset, "--nonfinite", "raw", "--quiet")
+        info = json.loads(run("inspect", out, "--json")[0])
+        t = {x["name"]: x for x in info["frames"][0]["tensors"]}
+        assert t["huge"]["storage"] == "raw" and t["ok"]["storage"] == "pipeline", (preset, t)
+        assert t["huge"]["stages"] == "raw (encoding would grow it, or --nonfinite=raw)", t["huge"]
+        run("decode", out, "-o", dec, "--quiet")
+        with np.load(dec) as z:
+            assert same_bits(z["huge"], huge) and np.isfinite(z["ok"]).all(), preset
+    assert refused == {"fp16", "qsgd8", "qsgd4", "qsgd2", "ssdm"}, refused
+    fails("bench", src, "--preset", "ssdm", "--quiet", "--min-time", "0", code=2, contains="tensor 'huge': ssdm:")
+    # A lossless pipeline stores such a tensor raw only when its encoding would grow it.
+    run("encode", src, "-o", path("ovf_ll.gcz"), "--pipeline", "raw", "--quiet")
+    info = json.loads(run("inspect", path("ovf_ll.gcz"), "--json")[0])
+    assert info["frames"][0]["tensors"][0]["stages"] == "raw (encoding would grow it)", info["frames"][0]["tensors"][0]
+
+
 def test_nonfinite_screened_by_topk_counts_exactly():
     # topk (layer scope) counts an f32 tensor's NaN/Inf in its first histogram pass, so the codec
     # skips its own: below and above the 4096 elements where that pass splits four ways, with a

@@ -36,12 +36,13 @@ double max_err(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 std::vector<uint8_t> encode_container(const std::string& pipeline, const std::vector<std::vector<Tensor>>& frames,
-                                      uint32_t keyframe_interval) {
+                                      uint32_t keyframe_interval, NonFinite nonfinite = NonFinite::Refuse) {
   const std::string path = (std::filesystem::temp_directory_path() / "gradcodec_delta_seq.gcz").string();
   {
     EncodeOptions eo;
     eo.seed = 3;
     eo.keyframe_interval = keyframe_interval;
+    eo.nonfinite = nonfinite;
     SequenceEncoder enc(Pipeline::parse(pipeline), eo);
     ContainerWriter w(path, true, enc.header("[]"));
     for (const auto& fr : frames) {
@@ -129,4 +130,29 @@ TEST_CASE("delta with a keyframe codes the tensor itself", "[delta]") {
   PipelineStages::TensorState fresh;
   CHECK(values_of(stages.decode(frames[2].info, std::move(enc.streams), true, ctx, fresh)) ==
         values_of(roundtrip("fp16", frames[2]).decoded));
+}
+
+TEST_CASE("delta: a difference beyond float32's range is refused, or the frame stored raw", "[delta]") {
+  // -2e38 then +2e38: the difference, 4e38, is not a float32. The codec refuses the tensor
+  // (Error Input naming it and the stage) or, with NonFinite::Raw, stores frame 1 raw; frame 2
+  // then codes its difference to frame 1's exact values again.
+  auto frame = [](float x) { return std::vector<Tensor>{make_tensor("w", {64}, std::vector<float>(64, x))}; };
+  const std::vector<std::vector<Tensor>> frames = {frame(-2e38f), frame(2e38f), frame(1e38f)};
+  try {
+    encode_container("delta | sign", frames, 0);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Input);
+    CHECK_THAT(e.what(), Catch::Contains("tensor 'w': delta: the difference to the previous frame is not finite"));
+    CHECK_THAT(e.what(), Catch::Contains("--nonfinite=raw"));
+  }
+  auto bytes = encode_container("delta | sign", frames, 0, NonFinite::Raw);
+  ContainerReader reader(InputFile::from_bytes(bytes, "delta.gcz"));
+  SequenceDecoder dec(reader);
+  CHECK(reader.record(0, 0).storage == Storage::Pipeline);
+  CHECK(reader.record(1, 0).storage == Storage::Raw);
+  CHECK(reader.record(2, 0).storage == Storage::Pipeline);
+  CHECK(values_of(dec.decode(0, 0)) == values_of(frames[0][0]));
+  CHECK(values_of(dec.decode(1, 0)) == values_of(frames[1][0]));
+  CHECK(max_err(values_of(dec.decode(2, 0)), values_of(frames[2][0])) <= 1e38 * 1e-6);
 }

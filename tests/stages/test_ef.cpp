@@ -141,3 +141,22 @@ TEST_CASE("ef(beta, gamma): the sparsifier sees beta*m + gamma*g", "[ef]") {
   CHECK_THROWS_WITH(Pipeline::parse("ef(beta=-1) | topk(k=1)"), Catch::Contains("out of range"));
   CHECK_THROWS_WITH(Pipeline::parse("ef(gamma=0) | topk(k=1)"), Catch::Contains("out of range"));
 }
+
+TEST_CASE("ef: beta*m + gamma*g beyond float32's range stops the pipeline", "[ef]") {
+  // gamma = 2 doubles 2e38 to 4e38, not a float32: the stage names itself in Encoded::overflow
+  // and there are no streams (the codec refuses the tensor or stores it raw); 1e38 codes.
+  auto encode = [](float x) {
+    Tensor t = make_tensor("w", {32}, std::vector<float>(32, x));
+    PipelineStages stages(Pipeline::parse("ef(gamma=2) | sign"));
+    StageContext ctx;
+    ctx.info = &t.info;
+    PipelineStages::TensorState st;
+    return stages.encode(t, ctx, st);
+  };
+  const auto over = encode(-2e38f);
+  CHECK(over.overflow == "ef: beta*m + gamma*g is beyond float32's range (3.4e38)");
+  CHECK(over.streams.all().empty());
+  const auto fine = encode(1e38f);
+  CHECK(fine.overflow.empty());
+  CHECK_FALSE(fine.streams.all().empty());
+}

@@ -9,6 +9,7 @@
 #include "stages/quantize_support.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -222,7 +223,8 @@ TEST_CASE("a quantizer that screens NaN/Inf counts them exactly as it codes an f
   // A dense pipeline whose quantizer reads the f32 source first (sign, qsgd) counts its NaN/Inf
   // in the same pass (the codec then skips its own count): the exact number, no streams, for
   // non-finite values in the vectorised body and in the tail; 0 for a finite tensor, including
-  // values near the f32 maximum (their squares would overflow an f32 sum, not a double one).
+  // values near the f32 maximum (their squares would overflow an f32 sum, not a double one;
+  // those a stage cannot represent are its overflow, not NaN/Inf: next test case).
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   const std::vector<float> clean = gaussian(1003, 41);
   std::vector<std::string> screening;
@@ -252,7 +254,7 @@ TEST_CASE("a quantizer that screens NaN/Inf counts them exactly as it codes an f
     for (auto& x : big) x = x < 0 ? -3e38f : 3e38f;
     const auto enc = encode(big);
     CHECK(enc.nonfinite == 0);
-    CHECK_FALSE(enc.streams.all().empty());
+    CHECK(enc.streams.all().empty() == !enc.overflow.empty());
     // An f64 source whose value is beyond the f32 range (Inf once converted): the codec counts
     // the f64 values (none is non-finite) and the quantizer codes it as it always did.
     {
@@ -275,4 +277,75 @@ TEST_CASE("a quantizer that screens NaN/Inf counts them exactly as it codes an f
   }
   std::sort(screening.begin(), screening.end());
   CHECK(screening == std::vector<std::string>{"bf16", "fp16", "qsgd", "sign"});
+}
+
+TEST_CASE("a quantizer given finite values it cannot represent stops with Payload::overflow", "[quantize][registry]") {
+  // Finite values whose norm is beyond float32 (qsgd, ssdm) or which are beyond a half type's
+  // range would decode as Inf/NaN: the stage names itself in Encoded::overflow and the pipeline
+  // gives no streams (the codec then refuses the tensor or stores it raw). Every other quantizer
+  // decodes the same inputs to finite values. Nothing overflows on ordinary values.
+  const std::vector<float> clean = gaussian(1003, 43);
+  std::vector<float> big = clean, spike = clean, edge = clean;
+  for (auto& x : big) x = x < 0 ? -3e38f : 3e38f;
+  spike[5] = 2e38f, spike[700] = -2e38f;  // two values: an L2 norm of 2.8e38 fits float32
+  for (auto& x : edge) x = x < 0 ? -3e37f : 3e37f;
+  std::vector<std::string> overflowed;
+  for (const std::string& q : texts_of(StageKind::Quantizer)) {
+    if (refused(q)) continue;
+    const std::string name = q.substr(0, q.find('('));
+    PipelineStages stages(Pipeline::parse(q));
+    const std::vector<float>* inputs[] = {&clean, &big, &spike, &edge};
+    for (const std::vector<float>* v : inputs) {
+      INFO(q << " on input " << (v == &clean ? "clean" : v == &big ? "big" : v == &spike ? "spike" : "edge"));
+      Tensor t = make_tensor("w", {1003}, *v);
+      StageContext ctx;
+      ctx.info = &t.info;
+      PipelineStages::TensorState st, dst;
+      auto enc = stages.encode(t, ctx, st);
+      CHECK(enc.nonfinite == 0);
+      if (!enc.overflow.empty()) {
+        CHECK(enc.overflow.rfind(name + ": ", 0) == 0);
+        CHECK(enc.streams.all().empty());
+        if (v == &big) overflowed.push_back(name);
+        CHECK(v != &clean);
+        CHECK((v != &spike || name == "fp16"));  // two values near 2e38: only fp16 cannot hold them
+        continue;
+      }
+      const Tensor out = stages.decode(t.info, std::move(enc.streams), true, ctx, dst);
+      for (float x : values_of(out)) REQUIRE(std::isfinite(x));
+    }
+  }
+  std::sort(overflowed.begin(), overflowed.end());
+  CHECK(overflowed == std::vector<std::string>{"fp16", "qsgd", "ssdm"});
+}
+
+TEST_CASE("fp16 and bf16 count the finite values that would round to Inf", "[quantize]") {
+  // float16: 65519.99 rounds down to 65504, 65520 (half-way, to even) up to Inf. bfloat16: its
+  // largest finite value is 0x7f7f (3.3895e38); FLT_MAX rounds to Inf. NaN/Inf in the input are
+  // counted as such (Encoded::nonfinite), not as overflow.
+  auto encode = [](const std::string& q, const std::vector<float>& v) {
+    PipelineStages stages(Pipeline::parse(q));
+    Tensor t = make_tensor("w", {v.size()}, v);
+    StageContext ctx;
+    ctx.info = &t.info;
+    PipelineStages::TensorState st;
+    return stages.encode(t, ctx, st);
+  };
+  std::vector<float> v = gaussian(40, 5);
+  v[3] = 65504.0f, v[9] = 65519.99f, v[17] = -65519.99f;
+  CHECK(encode("fp16", v).overflow.empty());
+  v[20] = 65520.0f, v[33] = -1e10f, v[39] = FLT_MAX;  // the last in the loop's tail
+  auto e = encode("fp16", v);
+  CHECK(e.overflow == "fp16: 3 value(s) would round to ±Inf, beyond float16's range (largest finite 65504)");
+  CHECK(e.streams.all().empty());
+  CHECK(e.nonfinite == 0);
+  v[1] = std::numeric_limits<float>::infinity();
+  e = encode("fp16", v);
+  CHECK(e.nonfinite == 1);  // the codec refuses (or stores raw) the tensor for its Inf first
+  std::vector<float> w = gaussian(40, 6);
+  w[7] = 3.3895e38f, w[8] = -1e38f;
+  CHECK(encode("bf16", w).overflow.empty());
+  w[30] = -FLT_MAX;
+  CHECK(encode("bf16", w).overflow ==
+        "bf16: 1 value(s) would round to ±Inf, beyond bfloat16's range (largest finite 3.39e38)");
 }

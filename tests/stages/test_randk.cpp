@@ -201,3 +201,25 @@ TEST_CASE("randk refuses a record whose streams cannot hold its k values, before
     CHECK_THAT(e.what(), Catch::Contains("randk: streams of 8 bytes cannot hold"));
   }
 }
+
+TEST_CASE("randk unbiased=true: a kept value scaled beyond float32's range stops the pipeline", "[randk]") {
+  // d/k = 10: 4e37 would decode as Inf. The stage names itself in Encoded::overflow (the codec
+  // then refuses the tensor or stores it raw); 3e37 (scaled: 3e38) codes as usual, and so does
+  // 4e37 when unbiased is false.
+  auto encode = [](const std::string& text, float x) {
+    Tensor t = make_tensor("w", {100}, std::vector<float>(100, x));
+    PipelineStages stages(Pipeline::parse(text));
+    StageContext ctx;
+    ctx.info = &t.info;
+    PipelineStages::TensorState st;
+    return stages.encode(t, ctx, st);
+  };
+  const auto over = encode("randk(ratio=0.1, unbiased=true)", -4e37f);
+  CHECK(over.overflow.rfind("randk: a kept value scaled by U/k", 0) == 0);
+  CHECK(over.streams.all().empty());
+  CHECK(encode("randk(ratio=0.1, unbiased=true)", 3e37f).overflow.empty());
+  CHECK(encode("randk(ratio=0.1)", 4e37f).overflow.empty());
+  CHECK(values_of(roundtrip("randk(ratio=0.1, unbiased=true)", make_tensor("w", {100}, std::vector<float>(100, 3e37f)))
+                      .decoded)
+            .size() == 100);
+}

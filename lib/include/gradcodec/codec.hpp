@@ -55,6 +55,7 @@ class PipelineStages {
     StageStats stats;         // the stages' figures (Stage::stream_stats), when any stage has some
     int variant = -1;         // the control stage's alternative that made it (see variant()), or -1
     uint64_t nonfinite = 0;   // screens_nonfinite(): the f32 source's NaN/Inf count; non-zero = no output
+    std::string overflow;     // a stage's Payload::overflow; non-empty = no output
   };
   // Per-tensor state: one slot per stage, encoder side and decoder side.
   struct TensorState {

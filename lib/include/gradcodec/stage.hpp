@@ -77,6 +77,11 @@ struct Payload {
   // (a Reducer, or the Quantizer of a pipeline without one); when non-zero the pipeline stops
   // and the codec applies --nonfinite.
   uint64_t nonfinite = 0;
+  // Encode side: set by a stage whose output would hold ±Inf/NaN although its input is finite —
+  // a value or a scale beyond what the stage can represent (float16's range, a norm beyond
+  // float32's). Says why, beginning with the stage's name; the pipeline stops there and the
+  // codec applies --nonfinite, as for NaN/Inf in the input.
+  std::string overflow;
 
   bool sparse = false;
   uint64_t universe = 0;          // positions are in [0, universe): elements, or blocks
