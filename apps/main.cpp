@@ -12,6 +12,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -67,7 +68,20 @@ int main(int argc, char** argv) {
       return 1;
     }
     // The help that answers it: the subcommand's own, when the error is in one.
-    const std::string help = known ? "gradcodec " + first + " --help" : "gradcodec --help";
+    const std::vector<CLI::App*> parsed = app.get_subcommands();
+    const std::string help = parsed.empty() ? "gradcodec --help" : "gradcodec " + parsed[0]->get_name() + " --help";
+    // An option nobody knows is the error to report, whatever CLI11 checked first ("A subcommand
+    // is required" for `gradcodec --bogus`, "--output is required" for `encode --bogus x`).
+    std::vector<std::string> extra = app.remaining();
+    if (!parsed.empty())
+      for (const std::string& r : parsed[0]->remaining()) extra.push_back(r);
+    for (const std::string& r : extra) {
+      if (r.size() > 1 && r[0] == '-' && r.find_first_not_of("-0123456789.eE") != std::string::npos) {
+        const std::string name = r.substr(0, r.find('='));  // --bogus=3 names --bogus
+        std::fprintf(stderr, "gradcodec: error: unknown option '%s' (see %s)\n", cli::one_line(name).c_str(), help.c_str());
+        return 1;
+      }
+    }
     std::fprintf(stderr, "gradcodec: error: %s (see %s)\n", cli::one_line(e.what()).c_str(), help.c_str());
     return 1;
   }

@@ -32,6 +32,12 @@ def test_usage_errors_exit_1():
     fails("encode", path("ok.npz"), "-o", path("x.gcz"), "--pipeline", "zstd(level=99)", code=1, contains="out of range")
     fails("encode", path("ok.npz"), "-o", path("x.gcz"), "--include", "(", code=1, contains="--include")
     fails("list", "nothing", code=1)
+    # An unknown option is named, wherever it stands, not hidden behind another complaint.
+    for args, where in [(["--bogus"], "gradcodec --help"), (["encode", "--bogus", path("ok.npz")], "encode --help"),
+                        (["encode", path("ok.npz"), "-o", path("x.gcz"), "--bogus=3"], "encode --help"),
+                        (["list", "presets", "--x"], "list --help")]:
+        err = fails(*args, code=1, contains=where)
+        assert "unknown option '--" in err and "=3" not in err, err
     assert not os.path.exists(path("x.gcz"))
 
 
