@@ -315,11 +315,12 @@ class NpzWriter final : public SnapshotWriter {
 
   void add(const Tensor& t) override {
     const std::string& name = t.name();
-    if (name.empty() || name.find('\0') != std::string::npos || name.front() == '/' ||
+    // '' is member ".npy", as np.savez(**{'': x}) writes it and np.load reads it back.
+    if (name.find('\0') != std::string::npos || (!name.empty() && name.front() == '/') ||
         name == ".." || name.rfind("../", 0) == 0 || ends_with(name, "/..") ||
         name.find("/../") != std::string::npos)
       fail(ErrorCode::Usage, target() + ": tensor name '" + name +
-                                 "' cannot be an npz member name (empty, absolute or with '..')");
+                                 "' cannot be an npz member name (absolute or with '..')");
     if (finished_) fail(ErrorCode::Internal, target() + ": add() after finish()");
     if (!names_.insert(name).second) fail(ErrorCode::Usage, target() + ": two tensors named '" + name + "'");
     // The member's local header carries its size and CRC-32, so the NPY stream is made twice:

@@ -503,6 +503,20 @@ def test_a_name_holding_a_nul_byte():
     assert [t["name"] for t in tensors] == ["nul\x00x"]
 
 
+def test_an_empty_tensor_name_round_trips():
+    # np.savez(**{'': x}) writes member ".npy", which np.load reads back as ''. decode writes it
+    # the same way (it refused the name); HDF5 has no dataset named '' and refuses it.
+    x = np.arange(5, dtype=np.float32)
+    np.savez(path("empty_name.npz"), **{"": x})
+    run("encode", path("empty_name.npz"), "-o", path("empty_name.gcz"), "--force", "--quiet")
+    run("decode", path("empty_name.gcz"), "-o", path("empty_name_out.npz"), "--force", "--quiet")
+    with np.load(path("empty_name_out.npz")) as z:
+        assert z.files == [""] and np.array_equal(z[""], x), z.files
+    run("decode", path("empty_name.gcz"), "-o", path("empty_name_out.safetensors"), "--force", "--quiet")
+    fails("decode", path("empty_name.gcz"), "-o", path("empty_name_out.h5"), "--force", code=1,
+          contains="tensor ''")
+
+
 def test_safetensors_metadata_kept_through_a_round_trip():
     # The input's __metadata__ (keys in file order, non-ASCII values) is kept in the container
     # (inspect shows it with the input) and written back by decode to safetensors; a frame whose
