@@ -33,6 +33,18 @@ inline Tensor make_tensor(const std::string& name, std::vector<uint64_t> shape, 
   return t;
 }
 
+// A non-floating array (numpy descr, e.g. "<i8"), which every pipeline passes through as is.
+inline Tensor make_other(const std::string& name, const std::string& descr, std::vector<uint64_t> shape,
+                         std::vector<uint8_t> bytes) {
+  Tensor t;
+  t.info.name = name;
+  t.info.dtype = DType::Other;
+  t.info.descr = descr;
+  t.info.shape = std::move(shape);
+  t.data = Buffer(std::move(bytes));
+  return t;
+}
+
 inline std::vector<float> values_of(const Tensor& t) {
   std::vector<float> v(t.elements());
   to_f32(t.dtype(), t.data.data(), v.size(), v.data());

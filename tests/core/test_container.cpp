@@ -66,12 +66,7 @@ std::vector<std::vector<Tensor>> decode_all(std::vector<uint8_t> bytes, unsigned
 }
 
 std::vector<std::vector<Tensor>> small_frames() {
-  Tensor other;
-  other.info.name = "step";
-  other.info.dtype = DType::Other;
-  other.info.descr = "<i8";
-  std::vector<uint8_t> eight = {7, 0, 0, 0, 0, 0, 0, 0};
-  other.data = Buffer(eight);
+  const Tensor other = make_other("step", "<i8", {}, {7, 0, 0, 0, 0, 0, 0, 0});
   return {{make_tensor("a.weight", {4, 8}, gaussian(32, 1)), make_tensor("a.bias", {4}, gaussian(4, 2)), other},
           {make_tensor("a.weight", {4, 8}, std::vector<float>(32, 0.25f)), make_tensor("a.bias", {4}, gaussian(4, 4))}};
 }
@@ -176,11 +171,7 @@ TEST_CASE("container: same input, pipeline and seed give the same bytes for 1 an
 TEST_CASE("decode_frame: the same tensors in the same order for 1, 2, 3 and 5 threads", "[container]") {
   // Tensors 1000× apart in size, so the workers finish out of order; a pass-through array; a
   // stateless pipeline with one frame and a stateful one (error feedback) over three frames.
-  Tensor other;
-  other.info.name = "step";
-  other.info.dtype = DType::Other;
-  other.info.descr = "<i8";
-  other.data = Buffer(std::vector<uint8_t>{9, 0, 0, 0, 0, 0, 0, 0});
+  const Tensor other = make_other("step", "<i8", {}, {9, 0, 0, 0, 0, 0, 0, 0});
   const std::vector<uint64_t> rows = {300, 2, 40, 1, 250, 3, 60, 5, 200};
   std::vector<std::vector<Tensor>> frames(3);
   for (size_t f = 0; f < frames.size(); ++f) {

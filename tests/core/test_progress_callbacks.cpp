@@ -24,13 +24,7 @@ std::vector<Tensor> frame_of(uint64_t seed) {
     std::snprintf(name, sizeof name, "t%zu", i);  // ("t" + to_string trips GCC 12's -Wstringop-overflow)
     fr.push_back(make_tensor(name, {n}, gaussian(n, seed + i)));
   }
-  Tensor ids;
-  ids.info.name = "ids";
-  ids.info.dtype = DType::Other;
-  ids.info.descr = "<i4";
-  ids.info.shape = {4};
-  ids.data = Buffer(std::vector<uint8_t>(16, 7));
-  fr.push_back(ids);
+  fr.push_back(make_other("ids", "<i4", {4}, std::vector<uint8_t>(16, 7)));
   return fr;
 }
 

@@ -212,13 +212,7 @@ std::vector<Tensor> global_snapshot() {
   };
   s.push_back(make_tensor("a.weight", {5, 8}, q(40, 1, 0.5f)));
   s.push_back(make_tensor("a.bias", {0}, {}));
-  Tensor other;
-  other.info.name = "step";
-  other.info.dtype = DType::Other;
-  other.info.descr = "<i8";
-  other.info.shape = {1};
-  other.data = Buffer(std::vector<uint8_t>(8, 1));
-  s.push_back(other);
+  s.push_back(make_other("step", "<i8", {1}, std::vector<uint8_t>(8, 1)));
   s.push_back(make_tensor("b.weight", {25}, q(25, 2, 1.0f)));
   s.push_back(make_tensor("b.scale", {}, {1.0f}));
   Tensor h = make_tensor("c.weight", {3, 10}, q(30, 3, 0.5f));
