@@ -76,14 +76,19 @@ AtomicOutput::AtomicOutput(const std::string& target, bool overwrite)
   std::string name = ".";  // built by appends: GCC 12 warns falsely (-Wrestrict) on "." + str + "..."
   name += t.filename().string();
   name += ".tmp-XXXXXX";
-  std::string templ = (dir / name).string();
-  std::vector<char> buf(templ.begin(), templ.end());
-  buf.push_back('\0');
-  int fd = ::mkstemp(buf.data());
-  if (fd < 0) fail(ErrorCode::Input, target + ": cannot create output: " + std::strerror(errno));
-  ::fchmod(fd, 0644);
-  temp_ = buf.data();
+  // Listed before it exists: a signal between mkstemp's creating the file and a later listing
+  // left the file behind (seen under load by cli_errors' interrupt test). mkstemp fills in the
+  // X's in place; until then remove_temporary_outputs() unlinks a name no file has.
+  temp_ = (dir / name).string();
   slot_ = list_temporary(temp_.c_str());
+  const int fd = ::mkstemp(temp_.data());
+  if (fd < 0) {
+    const int err = errno;
+    unlist();
+    temp_.clear();
+    fail(ErrorCode::Input, target + ": cannot create output: " + std::strerror(err));
+  }
+  ::fchmod(fd, 0644);
   f_ = ::fdopen(fd, "wb");
   if (!f_) {
     ::close(fd);
