@@ -4,8 +4,9 @@
 //
 // Decisions (to be copied into docs/ by whoever owns them):
 // - Datasets are listed with H5Ovisit by name, ascending, depth first: the order h5py's
-//   visititems() shows. A dataset reachable through several hard links is listed once; soft and
-//   external links are not followed, and notes() names them. A dataset "a/b/c" becomes tensor
+//   visititems() shows. A dataset reachable through several hard links is listed once, under its
+//   first name; soft and external links are not followed; notes() names every link not read
+//   under its own name (the other hard links too). A dataset "a/b/c" becomes tensor
 //   "a.b.c".
 // - A dataset with an H5S_NULL dataspace (h5py.Empty) is read as an empty 1-d array, shape [0].
 // - Floats: IEEE f16 (h5py's float16: 2 bytes, fields 15,10,5,0,10, bias 15), bfloat16 (2 bytes,
@@ -44,6 +45,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,15 +79,32 @@ using ObjInfo = H5O_info_t;
 using LinkInfo = H5L_info_t;
 #endif
 
+// An object's identity in the file, to match a hard link with the name an object was visited by.
+#if H5_VERSION_GE(1, 12, 0)
+using ObjKey = std::vector<unsigned char>;
+ObjKey key_of(const ObjInfo& info) {
+  const auto* b = reinterpret_cast<const unsigned char*>(&info.token);
+  return ObjKey(b, b + sizeof info.token);
+}
+#else
+using ObjKey = haddr_t;
+ObjKey key_of(const ObjInfo& info) { return info.addr; }
+#endif
+
 struct VisitState {
   std::vector<std::string> datasets;
+  std::set<std::string> visited;          // every object, under the name H5Ovisit gave it
+  std::map<ObjKey, std::string> linked;   // objects with several hard links → that name
   bool failed = false;
 };
 
 herr_t visit_object(hid_t, const char* name, const ObjInfo* info, void* data) noexcept {
   auto* s = static_cast<VisitState*>(data);
   try {
-    if (info && info->type == H5O_TYPE_DATASET && name) s->datasets.emplace_back(name);
+    if (!info || !name) return 0;
+    if (info->type == H5O_TYPE_DATASET) s->datasets.emplace_back(name);
+    s->visited.emplace(name);
+    if (info->rc > 1) s->linked.emplace(key_of(*info), name);
     return 0;
   } catch (...) {
     s->failed = true;
@@ -105,23 +124,53 @@ herr_t visit_all(hid_t file, VisitState& state) {
 // own name if it is a dataset; another file is never opened), but named in the reader's notes so
 // that nothing in the file is left out without a word.
 struct LinkState {
+  const VisitState* objects = nullptr;
   std::vector<std::string> notes;
   uint64_t more = 0;  // links past the first kMaxLinkNotes
   bool failed = false;
 };
 constexpr size_t kMaxLinkNotes = 20;
 
+// Built by appends (GCC 12 warns falsely, -Wrestrict, on "/" + std::string).
+std::string alias_note(const std::string& where, H5O_type_t type, const std::string& first) {
+  std::string note = "hard link ";
+  note += where;
+  note += type == H5O_TYPE_DATASET ? " names the same dataset as /"
+          : type == H5O_TYPE_GROUP ? " names the same group as /"
+                                   : " names the same object as /";
+  if (first != ".") note += printable(first);  // H5Ovisit names the root group "."
+  note += type == H5O_TYPE_GROUP ? ", whose datasets are read once, under that name"
+                                 : ", which is read once, under that name";
+  return note;
+}
+
 herr_t visit_link(hid_t group, const char* name, const LinkInfo* info, void* data) noexcept {
   auto* s = static_cast<LinkState*>(data);
   try {
-    if (!info || !name || info->type == H5L_TYPE_HARD) return 0;
+    if (!info || !name) return 0;
+    // A hard link is another name of an object H5Ovisit listed under its first name, unless it
+    // is that name: the object is read once, and this name is not written back.
+    if (info->type == H5L_TYPE_HARD && s->objects->visited.count(name)) return 0;
     if (s->notes.size() >= kMaxLinkNotes) {
       ++s->more;
       return 0;
     }
     std::string where(1, '/');  // (not "/" + ...: GCC 12's false -Wrestrict)
     where += printable(name);
-    if (info->type == H5L_TYPE_SOFT) {
+    if (info->type == H5L_TYPE_HARD) {
+      ObjInfo oi{};
+#if H5_VERSION_GE(1, 12, 0)
+      const herr_t r = H5Oget_info_by_name3(group, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT);
+#else
+      const herr_t r = H5Oget_info_by_name2(group, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT);
+#endif
+      if (r < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 0;
+      }
+      const auto first = s->objects->linked.find(key_of(oi));
+      if (first != s->objects->linked.end()) s->notes.push_back(alias_note(where, oi.type, first->second));
+    } else if (info->type == H5L_TYPE_SOFT) {
       std::string target;
       const size_t n = info->u.val_size;
       if (n > 0 && n <= 4096) {
@@ -143,8 +192,9 @@ herr_t visit_link(hid_t group, const char* name, const LinkInfo* info, void* dat
   }
 }
 
-std::vector<std::string> link_notes(hid_t file) {
+std::vector<std::string> link_notes(hid_t file, const VisitState& objects) {
   LinkState state;
+  state.objects = &objects;
 #if H5_VERSION_GE(1, 12, 0)
   const herr_t r = H5Lvisit2(file, H5_INDEX_NAME, H5_ITER_INC, visit_link, &state);
 #else
@@ -154,7 +204,7 @@ std::vector<std::string> link_notes(hid_t file) {
     H5Eclear2(H5E_DEFAULT);
     state.notes.push_back("its links could not all be listed; some datasets may be missing");
   }
-  if (state.more) state.notes.push_back("and " + std::to_string(state.more) + " more links not followed");
+  if (state.more) state.notes.push_back("and " + std::to_string(state.more) + " more links not followed or not read");
   return state.notes;
 }
 
@@ -406,7 +456,7 @@ std::unique_ptr<SnapshotReader> open_hdf5(std::shared_ptr<const InputFile> file)
                                  " both map to tensor name '" + printable(e.info.name) + "'");
     entries.push_back(std::move(e));
   }
-  std::vector<std::string> notes = link_notes(fid.get());
+  std::vector<std::string> notes = link_notes(fid.get(), state);
   return std::make_unique<Hdf5Reader>(std::move(file), std::move(fid), std::move(entries), std::move(notes));
 }
 

@@ -117,9 +117,11 @@ def test_hdf5_links_not_followed_are_named():
         f["g/w"] = np.arange(5, dtype=np.float32)
         f["alias"] = h5py.SoftLink("/g/w")
         f["ext"] = h5py.ExternalLink(path("other.h5"), "/x")
+        f["hard"] = f["g/w"]
     _, err = run("encode", path("links.h5"), "-o", path("links.gcz"), "--force")
     assert "warning: " + path("links.h5") + ": soft link /alias -> /g/w is not followed" in err, err
     assert "external link /ext is not followed" in err, err
+    assert "hard link /hard names the same dataset as /g/w, which is read once, under that name" in err, err
     info = json.loads(run("inspect", path("links.gcz"), "--json")[0])
     assert [t["name"] for t in info["frames"][0]["tensors"]] == ["g.w"]  # the target, once
     _, err = run("encode", path("links.h5"), "-o", path("links.gcz"), "--force", "--quiet")

@@ -194,6 +194,21 @@ TEST_CASE("hdf5: nested groups are named with dots, in h5py's order", "[hdf5]") 
   // zz_alias to /top is listed once; soft and external links and empty groups are not arrays.
   CHECK(names == std::vector<std::string>{"a.b", "a_b", "layer1.0.bn.running_mean", "layer1.0.conv1.bias",
                                           "layer1.0.conv1.weight", "layer1.10.x", "layer1.2.x", "top"});
+  // Every link not read under its own name is named: the second hard link too (it was dropped
+  // without a word, and decode writes only /top).
+  CHECK(r->notes() ==
+        std::vector<std::string>{"external link /external_link is not followed (other files are never opened)",
+                                 "soft link /soft_link -> /top is not followed (a dataset it names is read under its own name)",
+                                 "hard link /zz_alias names the same dataset as /top, which is read once, under that name"});
+}
+
+TEST_CASE("hdf5: a group reachable through two hard links is read once, and the other name is noted", "[hdf5]") {
+  auto r = gradcodec::formats::open_snapshot(kDir + "/group_alias.h5");
+  std::vector<std::string> names;
+  for (const auto& a : r->arrays()) names.push_back(a.name);
+  CHECK(names == std::vector<std::string>{"a.w"});
+  CHECK(r->notes() == std::vector<std::string>{
+                          "hard link /b names the same group as /a, whose datasets are read once, under that name"});
 }
 
 TEST_CASE("hdf5: scalar, empty and H5S_NULL datasets", "[hdf5]") {
