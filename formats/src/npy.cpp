@@ -409,7 +409,7 @@ void check_file_name(const std::string& name, const std::string& where) {
       name.find('\0') != std::string::npos)
     fail(ErrorCode::Usage, where + ": tensor name '" + name +
                                "' cannot be a file name in the directory (it is empty, '.' or "
-                               "'..', or contains '/')");
+                               "'..', or contains '/'); an .npz or .safetensors output keeps it");
 }
 
 void sync_file(const std::string& path, const std::string& target) {

@@ -74,6 +74,15 @@ def test_npz_to_every_format():
     np.savez(path("a.npz"), **ARRAYS)
     for ext in (".npz", ".h5", ".safetensors", "/"):
         check_roundtrip("a.npz", ARRAYS, ext)
+    # A name holding '/' cannot be a file in a directory: refused, naming the outputs that keep it.
+    np.savez(path("slash.npz"), **{"b/c": np.ones(2, np.float32)})
+    run("encode", path("slash.npz"), "-o", path("slash.gcz"), "--force", "--quiet")
+    fails("decode", path("slash.gcz"), "-o", path("slash_dir") + "/", code=1,
+          contains=["tensor name 'b/c'", "an .npz or .safetensors output keeps it"])
+    assert not os.path.exists(path("slash_dir"))
+    run("decode", path("slash.gcz"), "-o", path("slash_out.npz"), "--quiet")
+    with np.load(path("slash_out.npz")) as z:
+        assert z.files == ["b/c"], z.files
 
 
 def test_compressed_npz_and_fortran_and_bigendian():
