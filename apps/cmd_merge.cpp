@@ -56,10 +56,11 @@ int run_merge(const MergeArgs& a) {
     uint64_t hop_total = 0;
     for (uint64_t b : rep.hop_bits) hop_total += b;
     std::fprintf(stderr, "gradcodec: %s: %s of %zu workers, %zu frame(s) x %zu tensor(s), pipeline '%s', %s; "
-                         "the ring's %zu hops send %s in all\n",
+                         "the ring's %zu %s %s in all\n",
                  a.output == "-" ? "<stdout>" : a.output.c_str(), merge_method_name(o.method), a.inputs.size(),
                  rep.frames, rep.tensors, rep.pipeline_text.c_str(), human_bytes(rep.bytes_written).c_str(),
-                 rep.hop_bits.size(), human_bytes((hop_total + 7) / 8).c_str());
+                 rep.hop_bits.size(), rep.hop_bits.size() == 1 ? "hop sends" : "hops send",
+                 human_bytes((hop_total + 7) / 8).c_str());
   }
   return 0;
 }
