@@ -32,6 +32,14 @@ std::unique_ptr<SnapshotReader> open_by_magic(std::shared_ptr<const InputFile> f
   if (starts_with(f, "\x89HDF\r\n\x1a\n", 8)) return open_hdf5(f);
   // safetensors: u64 header length then '{'
   if (f->size() >= 9 && f->data()[8] == '{') return open_safetensors(f);
+  // What users pass by mistake, said as such.
+  if (f->size() == 0) fail(ErrorCode::Input, f->path() + ": empty input");
+  if (starts_with(f, "\x89GCZ\r\n\x1a\n", 8))
+    fail(ErrorCode::Input, f->path() + ": a gradcodec container, not gradients; gradcodec decode turns it back "
+                                       "into tensors");
+  if (f->size() >= 2 && f->data()[0] == 0x80 && f->data()[1] >= 2 && f->data()[1] <= 5)
+    fail(ErrorCode::Input, f->path() + ": a Python pickle (torch.save's legacy format or pickle.dump), which "
+                                       "is never unpickled; save the gradients with safetensors or np.savez");
   fail(ErrorCode::Input, f->path() + ": unknown file format (expected .npy, .npz, .h5, .safetensors)");
 }
 

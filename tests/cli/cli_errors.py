@@ -3,6 +3,7 @@
 nothing is lost: no partial outputs, no overwrite without --force, no binary to a terminal."""
 import json
 import os
+import pickle
 import pty
 import signal
 import stat
@@ -53,6 +54,19 @@ def test_input_errors_exit_2():
     with open(path("trunc.npy"), "r+b") as f:
         f.truncate(1000)
     fails("encode", path("trunc.npy"), "-o", path("x.gcz"), code=2, contains="trunc.npy")
+    assert not os.path.exists(path("x.gcz"))
+    # What users pass by mistake is named: a container, a pickle, a torch.save zip, nothing.
+    run("encode", path("ok.npz"), "-o", path("ok.gcz"), "--quiet", "--force")
+    fails("encode", path("ok.gcz"), "-o", path("x.gcz"), code=2, contains="a gradcodec container, not gradients")
+    with open(path("g.pkl"), "wb") as f:
+        pickle.dump({"w": [1.0, 2.0]}, f, protocol=4)
+    fails("bench", path("g.pkl"), code=2, contains=["a Python pickle", "never unpickled"])
+    with zipfile.ZipFile(path("ckpt.pt"), "w") as z:  # the layout of torch.save since PyTorch 1.6
+        z.writestr("ckpt/data.pkl", pickle.dumps({}))
+        z.writestr("ckpt/version", "3\n")
+    fails("encode", path("ckpt.pt"), "-o", path("x.gcz"), code=2, contains="a PyTorch checkpoint (torch.save)")
+    p = subprocess.run([EXE, "encode", "-", "-o", path("x.gcz")], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert p.returncode == 2 and b"<stdin>: empty input" in p.stderr, p.stderr
     assert not os.path.exists(path("x.gcz"))
 
 
