@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -247,7 +249,14 @@ void setup_bench(CLI::App& app, Runner& run) {
   sub->add_option("--sweep", a->sweeps, "STAGE.PARAM=a,b,c: one row per value (repeatable)")->allow_extra_args(false);
   sub->add_option("--repeat", a->repeat, "timed runs per row, at least (default 3)");
   sub->add_option("--min-time", a->min_time, "seconds of timed encoding and of decoding per row, at least (default 0.2)")
-      ->check(CLI::NonNegativeNumber);
+      ->check([](const std::string& s) -> std::string {
+        // (CLI::NonNegativeNumber printed its range as 0.000000 to a 309-digit number.)
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0)
+          return "'" + s + "' is not a number of seconds >= 0";
+        return {};
+      });
   sub->add_option("--seeds", a->seeds, "stochastic pipelines: runs with N seeds for bias and error spread");
   sub->add_option("--threads", a->threads, "worker threads (default 1)");
   sub->add_flag("--per-tensor", a->per_tensor, "per-tensor figures in the JSON report");

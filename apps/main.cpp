@@ -70,6 +70,24 @@ int main(int argc, char** argv) {
     // The help that answers it: the subcommand's own, when the error is in one.
     const std::vector<CLI::App*> parsed = app.get_subcommands();
     const std::string help = parsed.empty() ? "gradcodec --help" : "gradcodec " + parsed[0]->get_name() + " --help";
+    // CLI11 says "Could not convert: --threads = -3": say what the option takes instead.
+    if (dynamic_cast<const CLI::ConversionError*>(&e)) {
+      const std::string msg = e.what(), head = "Could not convert: ";
+      const size_t eq = msg.find(" = ");
+      if (msg.rfind(head, 0) == 0 && eq != std::string::npos) {
+        const std::string opt = msg.substr(head.size(), eq - head.size()), value = msg.substr(eq + 3);
+        const CLI::App* where = parsed.empty() ? &app : parsed[0];
+        const CLI::Option* o = where->get_option_no_throw(opt);
+        const std::string type = o ? o->get_type_name() : "";
+        const char* kind = type.rfind("UINT", 0) == 0    ? "a whole number >= 0"
+                           : type.rfind("INT", 0) == 0   ? "a whole number"
+                           : type.rfind("FLOAT", 0) == 0 ? "a number"
+                                                         : "a valid value";
+        std::fprintf(stderr, "gradcodec: error: %s: '%s' is not %s (see %s)\n", cli::one_line(opt).c_str(),
+                     cli::one_line(value).c_str(), kind, help.c_str());
+        return 1;
+      }
+    }
     // An option nobody knows is the error to report, whatever CLI11 checked first ("A subcommand
     // is required" for `gradcodec --bogus`, "--output is required" for `encode --bogus x`).
     std::vector<std::string> extra = app.remaining();

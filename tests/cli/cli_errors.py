@@ -271,6 +271,15 @@ def test_option_values_checked_and_messages_on_one_line():
     run("encode", path("ok.npz"), "-o", path("o1.gcz"), "--seed", str(2**64 - 1), "--quiet")
     assert json.loads(run("inspect", path("o1.gcz"), "--json")[0])["seed"] == 2**64 - 1
     fails("decode", path("o1.gcz"), "-o", path("o1.npz"), "--frame", "-1", code=1, contains="'-1' is not a whole number")
+    # Numbers CLI11 cannot convert, or out of range: what the option takes, not "Could not
+    # convert" or a range printed as a 309-digit number.
+    for args, msg in [(["encode", path("ok.npz"), "-o", path("o1.gcz"), "--threads", "-3"],
+                       "--threads: '-3' is not a whole number >= 0 (see gradcodec encode --help)"),
+                      (["bench", path("ok.npz"), "--repeat", "1.5"], "--repeat: '1.5' is not a whole number >= 0"),
+                      (["bench", path("ok.npz"), "--min-time", "-1"], "--min-time: '-1' is not a number of seconds >= 0"),
+                      (["bench", path("ok.npz"), "--min-time", "nan"], "'nan' is not a number of seconds >= 0")]:
+        err = fails(*args, code=1, contains=msg)
+        assert len(err) < 200, err
     assert not os.path.exists(path("o1.npz"))
     # A tensor name holding a newline: the warning and the error stay on one line (\n escaped).
     np.savez(path("nl.npz"), w=np.ones(3, np.float32), **{"bad\nint": np.arange(3)})
