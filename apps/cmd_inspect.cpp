@@ -166,8 +166,9 @@ int run_inspect(const InspectArgs& a) {
   std::printf("seed       %llu    frames %zu    keyframe interval %u\n", static_cast<unsigned long long>(h.seed),
               r.frame_count(), h.keyframe_interval);
   for (const auto& fr : out["frames"]) {
+    const std::string source = fr["source"].get<std::string>();
     std::printf("\nframe %llu%s  %s\n", fr["frame"].get<unsigned long long>(),
-                fr["keyframe"].get<bool>() ? " (keyframe)" : "", fr["source"].get<std::string>().c_str());
+                fr["keyframe"].get<bool>() ? " (keyframe)" : "", source == "-" ? "<stdin>" : source.c_str());
     if (a.names_only) {
       for (const auto& t : fr["tensors"])
         std::printf("  %s %s %s\n", pad_right(t["name"].get<std::string>(), 40).c_str(),

@@ -173,6 +173,10 @@ def test_stdin_stdout():
     with open(path("s.out.npz"), "wb") as f:
         f.write(decoded)
     assert same_bits(load_any(path("s.out.npz"))["w"], ARRAYS["fc.weight"])
+    # The container records the source as given ('-'); inspect's text says what it was.
+    text, _ = run("inspect", "-", stdin=gcz)
+    assert b"frame 0 (keyframe)  <stdin>\n" in text, text
+    assert json.loads(run("inspect", "-", "--json", stdin=gcz)[0])["frames"][0]["source"] == "-"
 
 
 def test_sequence_frames_and_single_tensor():
