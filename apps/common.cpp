@@ -112,7 +112,7 @@ unsigned thread_count(unsigned requested) {
 void bound_heap_growth() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  mallopt(M_TRIM_THRESHOLD, 16 << 20);
+  mallopt(M_TRIM_THRESHOLD, 4 << 20);
 #endif
 }
 

@@ -72,9 +72,9 @@ unsigned thread_count(unsigned requested);
 // stays resident and fragments: `encode --preset lossless` with 2 threads on a 2 GB snapshot
 // peaked at ~100 MB instead of ~74 MB (the bound is 3 × largest tensor + 64 MB,
 // docs/performance.md). A fixed threshold keeps every buffer of 4 MiB or more in its own
-// mapping, returned when freed. Below it, up to 16 MiB of freed heap is kept rather than
-// trimmed: a record's buffers (a code stream, norms) freed after each tensor were faulted in
-// again for the next one (~19% of a 2-thread qsgd4 encode; encode 0.31 → 0.23 s on VGG16×4).
+// mapping, returned when freed. Below it, up to 4 MiB of freed heap per arena is kept rather
+// than trimmed: a record's buffers (a code stream, norms) freed after each tensor were faulted
+// in again for the next one (~19% of a 2-thread qsgd4 encode; 0.20 → 0.13 s on VGG16×4).
 // For the subcommands that stream tensors through worker threads.
 void bound_heap_growth();
 // The opposite choice, for `bench`'s timed runs and for `decode`: blocks up to 32 MiB (glibc's
