@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
     for (const std::string& r : extra) {
       if (r.size() > 1 && r[0] == '-' && r.find_first_not_of("-0123456789.eE") != std::string::npos) {
         const std::string name = r.substr(0, r.find('='));  // --bogus=3 names --bogus
-        std::fprintf(stderr, "gradcodec: error: unknown option '%s' (see %s)\n", cli::one_line(name).c_str(), help.c_str());
+        std::fprintf(stderr, "gradcodec: error: unknown option '%s' (see %s)\n", cli::one_line(name).c_str(),
+                     help.c_str());
         return 1;
       }
     }

@@ -77,8 +77,9 @@ AtomicOutput::AtomicOutput(const std::string& target, bool overwrite)
   name += t.filename().string();
   name += ".tmp-XXXXXX";
   // Listed before it exists: a signal between mkstemp's creating the file and a later listing
-  // left the file behind (seen under load by cli_errors' interrupt test). mkstemp fills in the
-  // X's in place; until then remove_temporary_outputs() unlinks a name no file has.
+  // left the file behind (the likely cause of cli_errors' interrupt test failing under load).
+  // mkstemp fills in the X's in place; until then remove_temporary_outputs() unlinks a name no
+  // file has.
   temp_ = (dir / name).string();
   slot_ = list_temporary(temp_.c_str());
   const int fd = ::mkstemp(temp_.data());
