@@ -230,7 +230,8 @@ class Topk final : public ElementwiseSparsifier {
     } else {
       // Layer scope; also scope=global without a frame pre-pass (a lone tensor is its snapshot).
       // Screened only while reading the f32 input itself: after a transform (ef, delta) the
-      // values are not the input's, and an Inf made there is ranked, not reported.
+      // values are not the input's (a transform that would make an Inf stops the pipeline
+      // itself, Payload::overflow).
       const bool screen = p.exact && p.source && p.source->dtype() == DType::F32;
       idx = topk_select(v, count_.of(v.size()), screen ? &p.nonfinite : nullptr);
       if (p.nonfinite) return;  // the codec refuses the tensor or stores it raw
