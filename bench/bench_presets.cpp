@@ -16,6 +16,7 @@
 #include <gradcodec/registry.hpp>
 
 #include "core/pages.hpp"
+#include "read_pass.hpp"
 #include "support.hpp"
 
 #include <cmath>
@@ -29,6 +30,7 @@
 #include <vector>
 
 using namespace gradcodec;
+using gradcodec::bench::abs_sum;
 
 namespace {
 
@@ -96,15 +98,6 @@ void preset_decode(benchmark::State& state, const std::string& name, const std::
   std::filesystem::remove(path);
   report(state, d, bytes);
   state.SetLabel(name);
-}
-
-float abs_sum(const float* x, size_t d) {
-  float acc[8] = {};
-  for (size_t i = 0; i + 8 <= d; i += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += std::fabs(x[i + k]);
-  float s = 0;
-  for (float a : acc) s += a;
-  return s;
 }
 
 void baseline_abs_sum(benchmark::State& state) {

@@ -13,10 +13,12 @@ baseline measured minutes apart, never against a number from elsewhere):
   2. The VGG16-size snapshot (bench/peers/make_vgg16.py, 15.2M parameters): one-core encode and
      decode speed of the main presets with `gradcodec bench`, and the peer comparison
      (bench/peers/peers.py: NumPy, PyTorch, zstd); bird+ encode and the read pass alternated
-     for 7 rounds, for the 40%-of-read target.
+     for 7 rounds, for the 40%-of-read target, and (bench/bench_snapshot.cpp) each main preset's
+     encode against a read pass over the same tensors in one process.
   3. Threads: `gradcodec bench --threads 1` and `--threads 2`, alternated for 5 rounds, on a
      snapshot with many tensors (the VGG16 stack 4 times, 110 tensors) and once on VGG16 itself
-     (32 tensors), and byte-identical containers for both.
+     (32 tensors), and byte-identical containers for both; bench_snapshot's in-process 1- and
+     2-thread encodes and read passes on the 110 tensors.
   4. Memory: peak RSS (ru_maxrss of the child) of `gradcodec encode` on a 2 GB snapshot (the VGG16
      conv stack 34 times) for 1 and 2 threads.
 --quick runs fewer sizes and repetitions (a check of the script, not numbers to publish).
@@ -59,13 +61,14 @@ def machine():
     return f"{model}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
 
 
-def google_benchmark(exe, flt, reps, min_time, cpu=None):
-    """Medians of the benchmarks matching flt; on one CPU only when cpu is given."""
+def google_benchmark(exe, flt, reps, min_time, cpu=None, env=None):
+    """Medians of the benchmarks matching flt; on one CPU only when cpu is given; env: extra
+    environment variables."""
     out = tempfile.mktemp(suffix=".json")
     pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     sh([exe, f"--benchmark_filter={flt}", f"--benchmark_repetitions={reps}", "--benchmark_report_aggregates_only=true",
         f"--benchmark_min_time={min_time}", f"--benchmark_out={out}", "--benchmark_out_format=json"],
-       stdout=subprocess.DEVNULL, preexec_fn=pin)
+       stdout=subprocess.DEVNULL, preexec_fn=pin, env=None if env is None else {**os.environ, **env})
     with open(out) as f:
         data = json.load(f)
     os.remove(out)
@@ -74,7 +77,7 @@ def google_benchmark(exe, flt, reps, min_time, cpu=None):
         # medians with several repetitions; the single run otherwise
         if (reps > 1 and b.get("aggregate_name") != "median") or (reps == 1 and b.get("run_type") != "iteration"):
             continue
-        name = b["run_name"].replace("/real_time", "")
+        name = b["run_name"].replace("/real_time", "").replace("/iterations:15/manual_time", "")
         rows[name] = b
     return rows
 
@@ -176,6 +179,11 @@ def main():
             bird_round = gc_bench(exe, vgg, ["bird+"], 1, repeat)["bird+"]["encode_mbps"]
             paired.append((mbps(rd_round), bird_round))
         same = same_bytes(exe, vgg, MAIN, tmp)
+        # Like for like: each preset's encode against a read pass over the same tensors, in one
+        # process, alternated within each iteration (bench/bench_snapshot.cpp); medians of 3
+        # processes of 15 iterations each.
+        snap_reps = 1 if a.quick else 3
+        like_vgg = google_benchmark(bench_exe, "BM_snapshot/", snap_reps, 0, env={"GRADCODEC_BENCH_SNAPSHOT": vgg})
         # Each vCPU on its own: a cache-resident vector loop and the 3x3 norms, pinned to one CPU,
         # the CPUs alternated round by round. Two threads can give at most (a + b) / max(a, b).
         cpus = sorted(os.sched_getaffinity(0))
@@ -199,6 +207,7 @@ def main():
                 for p in MAIN:
                     by_threads[t][p].append(rows[p]["encode_mbps"])
         same_many = same_bytes(exe, many, MAIN, tmp)
+        like_many = google_benchmark(bench_exe, "BM_snapshot/", snap_reps, 0, env={"GRADCODEC_BENCH_SNAPSHOT": many})
         os.remove(many)
         peers_md = os.path.join(tmp, "peers.md")
         peers_json = os.path.join(tmp, "peers.json")
@@ -303,10 +312,27 @@ def main():
     L.append(f"| the same, read pass and bird+ alternated for {len(paired)} rounds (medians) | {p_bird / 1e3:.2f} GB/s = "
              f"{100 * p_bird / p_read:.1f}% of {p_read / 1e3:.2f} GB/s (rounds {shares[0]:.1f}–{shares[-1]:.1f}%) | "
              f"{'yes' if p_bird >= 2400 and p_bird >= 0.4 * p_read else 'no'} |")
+    lb = like_vgg.get("BM_snapshot/bird+")
+    if lb:
+        L.append(f"| the same, against a read pass over the same 32 tensors in the same process, alternated within each "
+                 f"iteration (bench_snapshot, below; medians) | {lb['enc_GBps']:.2f} GB/s = {100 * lb['enc_per_read']:.1f}% "
+                 f"of {lb['read_GBps']:.2f} GB/s | {'yes' if lb['enc_GBps'] >= 2.4 and lb['enc_per_read'] >= 0.4 else 'no'} |")
     topk = one["topk-1pct"]["encode_mbps"]
     L.append(f"| topk-1pct encode ≥ 1 GB/s | {topk / 1e3:.2f} GB/s | {'yes' if topk >= 1000 else 'no'} |")
     worst = min(one[p]["decode_mbps"] for p in MAIN)
     L.append(f"| decode of any preset ≥ 2 GB/s | slowest of the five: {worst / 1e3:.2f} GB/s | {'yes' if worst >= 2000 else 'no'} |")
+    if like_vgg:
+        L.append("\nLike for like (bench/bench_snapshot.cpp, GRADCODEC_BENCH_SNAPSHOT = this snapshot): each preset's "
+                 "encode (as `gradcodec bench` runs it) against the read pass over the same tensors in the same "
+                 "memory, the two alternated within each of 15 iterations; *encode ÷ read* is the median of the "
+                 f"iterations' ratios. Medians of {snap_reps} processes.\n")
+        L.append("| preset | read pass GB/s | encode GB/s | encode ÷ read | 2 threads: encode speed-up | read speed-up |")
+        L.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for p in MAIN:
+            b = like_vgg.get(f"BM_snapshot/{p}")
+            if b:
+                L.append(f"| {p} | {b['read_GBps']:.2f} | {b['enc_GBps']:.2f} | {100 * b['enc_per_read']:.1f}% | "
+                         f"{b['enc_speedup']:.2f}× | {b['read_speedup']:.2f}× |")
     L.append("\nThe peer ratios (bird+ ≥ 20× NumPy, topk ≥ 5× torch.topk, lossless vs zstd -3) are in the peer "
              "table below.\n")
 
@@ -322,6 +348,18 @@ def main():
         each = sorted(b / a_ for a_, b in zip(by_threads[1][p], by_threads[2][p]))
         L.append(f"| {p} | {fmt(e1)} | {fmt(e2)} | {e2 / e1:.2f}× | {each[0]:.2f}–{each[-1]:.2f}× | "
                  f"{'yes' if same_many[p] else 'NO'} |")
+    L.append("\nThe same snapshot in one process (bench/bench_snapshot.cpp): each iteration runs the read pass on "
+             "one thread, the encode on one thread, the read pass on two threads (each taking the next tensor) and "
+             "the encode on two threads; *speed-up* is the median of each iteration's 1-thread time ÷ 2-thread time, "
+             "for the encode and for the read pass (what two threads can give an encoder that only reads). Medians "
+             f"of {snap_reps} processes of 15 iterations.\n")
+    L.append("| preset | encode GB/s, 1 thread | 2 threads | speed-up | read pass GB/s, 1 thread | 2 threads | read speed-up |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for p in MAIN:
+        b = like_many.get(f"BM_snapshot/{p}")
+        if b:
+            L.append(f"| {p} | {b['enc_GBps']:.2f} | {b['enc2_GBps']:.2f} | {b['enc_speedup']:.2f}× | {b['read_GBps']:.2f} | "
+                     f"{b['read2_GBps']:.2f} | {b['read_speedup']:.2f}× |")
     L.append("\nOn the VGG16 snapshot itself (32 tensors, five of 2.36M parameters holding 80% of them), one "
              "round, the medians of the one-core table above against 2 threads:\n")
     L.append("| preset | encode MB/s, 1 thread | 2 threads | speed-up | same bytes |")
