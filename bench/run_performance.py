@@ -18,7 +18,8 @@ baseline measured minutes apart, never against a number from elsewhere):
   3. Threads: `gradcodec bench --threads 1` and `--threads 2`, alternated for 5 rounds, on a
      snapshot with many tensors (the VGG16 stack 4 times, 110 tensors) and once on VGG16 itself
      (32 tensors), and byte-identical containers for both; bench_snapshot's in-process 1- and
-     2-thread encodes and read passes on the 110 tensors.
+     2-thread encodes and read passes on the 110 tensors; in each round, what a second thread adds to
+     loops that touch no memory (bench/bench_two_threads.cpp).
   4. Memory: peak RSS (ru_maxrss of the child) of `gradcodec encode` on a 2 GB snapshot (the VGG16
      conv stack 34 times) for 1 and 2 threads.
 --quick runs fewer sizes and repetitions (a check of the script, not numbers to publish).
@@ -201,11 +202,17 @@ def main():
         many_tensors = safetensors_count(many)
         rounds = 2 if a.quick else 5
         by_threads = {1: {p: [] for p in MAIN}, 2: {p: [] for p in MAIN}}
+        # What a second thread adds to loops that touch no memory (bench/bench_two_threads.cpp),
+        # once per round: on this machine it changes from one minute to the next.
+        ceiling = {}
         for _ in range(rounds):
             for t in (1, 2):
                 rows = gc_bench(exe, many, MAIN, t, 3)
                 for p in MAIN:
                     by_threads[t][p].append(rows[p]["encode_mbps"])
+            for k, b in google_benchmark(bench_exe, "BM_two_threads/", 1, 0).items():
+                if "speedup" in b:
+                    ceiling.setdefault(k, []).append(b["speedup"])
         same_many = same_bytes(exe, many, MAIN, tmp)
         like_many = google_benchmark(bench_exe, "BM_snapshot/", snap_reps, 0, env={"GRADCODEC_BENCH_SNAPSHOT": many})
         os.remove(many)
@@ -348,6 +355,16 @@ def main():
         each = sorted(b / a_ for a_, b in zip(by_threads[1][p], by_threads[2][p]))
         L.append(f"| {p} | {fmt(e1)} | {fmt(e2)} | {e2 / e1:.2f}× | {each[0]:.2f}–{each[-1]:.2f}× | "
                  f"{'yes' if same_many[p] else 'NO'} |")
+    if ceiling:
+        L.append("\nWhat a second thread adds to loops that touch no memory (bench/bench_two_threads.cpp), run once "
+                 "in each of the rounds above: 2 × one-thread time ÷ two-thread time, each thread doing the one "
+                 "thread's work. Two cores of their own give 2 for every loop; an encoder bound by arithmetic "
+                 "cannot gain more from `--threads 2` than these loops do at the same moment.\n")
+        L.append("| loop | speed-up, median | rounds |")
+        L.append("| --- | ---: | --- |")
+        for k, v in ceiling.items():
+            v = sorted(v)
+            L.append(f"| `{k}` | {statistics.median(v):.2f}× | {v[0]:.2f}–{v[-1]:.2f}× |")
     L.append("\nThe same snapshot in one process (bench/bench_snapshot.cpp): each iteration runs the read pass on "
              "one thread, the encode on one thread, the read pass on two threads (each taking the next tensor) and "
              "the encode on two threads; *speed-up* is the median of each iteration's 1-thread time ÷ 2-thread time, "
