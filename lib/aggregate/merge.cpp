@@ -10,6 +10,7 @@
 #include "core/ordered_pool.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace gradcodec {
 
@@ -157,6 +158,29 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
   rep.hop_bits.assign(in.size() - 1, 0);
   ContainerWriter writer(output, overwrite, enc.header(inputs_json));
   const unsigned threads = std::max(1u, o.threads);
+  // The output pipeline would refuse merged NaN/Inf with the encoder's message, whose advice
+  // (--nonfinite=raw) merge does not take: say here where they come from. A worker's NaN, Inf or
+  // value beyond float32's range (the merge computes in float32) is named with its container;
+  // otherwise the method itself overflowed (cascade adds the workers' values in float32).
+  const bool out_lossy = !PipelineStages(out_pipeline).lossless();
+  auto refuse_nonfinite = [&](const std::vector<float>& merged, const std::vector<std::span<const float>>& spans,
+                              const std::string& name, size_t f) {
+    if (std::all_of(merged.begin(), merged.end(), [](float v) { return std::isfinite(v); })) return;
+    const std::string where = "merge --method " + std::string(merge_method_name(o.method)) + ", " + frame_label(f) +
+                              ": tensor '" + name + "'";
+    for (size_t m = 0; m < spans.size(); ++m) {
+      const auto bad = std::count_if(spans[m].begin(), spans[m].end(), [](float v) { return !std::isfinite(v); });
+      if (bad)
+        fail(ErrorCode::Input, where + " holds " + std::to_string(bad) +
+                                   " value(s) that are NaN/Inf or beyond float32's range in " + in[m]->path() +
+                                   "; pipeline '" + out_pipeline.text() + "' cannot code them");
+    }
+    fail(ErrorCode::Input, where + ": the merged values exceed float32's range (|x| > 3.4e38)" +
+                               (o.method == MergeMethod::Cascade
+                                    ? ": the ring adds the workers' values in float32, as the paper's does; --method "
+                                      "mean sums in double"
+                                    : ""));
+  };
   for (size_t f = 0; f < rep.frames; ++f) {
     // Every worker's frame f, decoded with its own pipeline and state.
     std::vector<std::vector<Tensor>> workers(in.size());
@@ -185,6 +209,7 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
         spans.emplace_back(vals[m]);
       }
       MergedValues mv = merge_values(o.method, spans, {o.seed, static_cast<uint32_t>(f), static_cast<uint32_t>(i)}, o.eta);
+      if (out_lossy) refuse_nonfinite(mv.values, spans, first.name(), f);
       std::vector<uint8_t> out(n * dtype_size(first.dtype()));
       if (n) from_f32(mv.values.data(), n, first.dtype(), out.data());
       merged[i].info = first.info;

@@ -125,6 +125,33 @@ def test_refusals():
     assert open(out, "rb").read() == b"keep"
 
 
+def test_nonfinite_refusals_name_their_cause():
+    # Finite workers whose float32 ring sum overflows: cascade says so (before, the encoder's
+    # message advised --nonfinite=raw, which merge does not take); mean, summing in double, merges them.
+    big, nan = [], []
+    for k in range(3):
+        b = np.ones(16, np.float32)
+        if k == 1:
+            b[3] = np.nan
+        np.savez(path(f"big{k}.npz"), a=np.full(64, 2.5e38, np.float32), b=np.ones(16, np.float32))
+        np.savez(path(f"nan{k}.npz"), a=np.ones(64, np.float32), b=b)
+        for tag, lst in (("big", big), ("nan", nan)):
+            run("encode", path(f"{tag}{k}.npz"), "-o", path(f"{tag}{k}.gcz"), "--preset", "lossless", "--force", "--quiet")
+            lst.append(path(f"{tag}{k}.gcz"))
+    out = path("nonfinite.gcz")
+    refuse([*big, "--method", "cascade"], 2, ["tensor 'a'", "exceed float32's range", "--method mean"], out)
+    run("merge", *big, "-o", out, "--method", "mean", "--force", "--quiet")
+    assert np.all(decode(out, "big_mean.npz")["a"] == np.float32(2.5e38))
+    # A worker's NaN is named with its container, for the sign pipeline of cascade and for a lossy mean.
+    os.remove(out)
+    for extra in (["--method", "cascade"], ["--method", "mean", "--preset", "signsgd"]):
+        err = fails("merge", *nan, "-o", out, *extra, code=2, contains=["tensor 'b'", "nan1.gcz", "NaN/Inf"])
+        assert "--nonfinite" not in err and not os.path.exists(out), err
+    # A lossless mean keeps it, as the inputs held it.
+    run("merge", *nan, "-o", out, "--method", "mean", "--force", "--quiet")
+    assert np.isnan(decode(out, "nan_mean.npz")["b"][3])
+
+
 def test_corrupt_input_exit_3():
     bad = path("bad.gcz")
     data = bytearray(open(SIGN[1], "rb").read())
