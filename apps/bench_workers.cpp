@@ -84,6 +84,13 @@ std::vector<StepTensor> load_step(const std::vector<std::string>& files, const I
       Tensor t = in.reader->read(k);
       std::vector<float> v(t.elements());
       if (!v.empty()) to_f32(t.dtype(), t.data.data(), v.size(), v.data());
+      // The figures compare each method with the workers' mean: a NaN or Inf (or an f64 value
+      // beyond float32's range, Inf once converted) would make them meaningless, silently.
+      const auto bad = std::count_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+      if (bad)
+        fail(ErrorCode::Input, "--workers: " + files[m] + ": tensor '" + t.name() + "' has " + std::to_string(bad) +
+                                   " value(s) that are NaN/Inf or beyond float32's range; the merge methods are "
+                                   "compared on finite gradients only");
       tensors[i++].workers.push_back(std::move(v));
     }
   }
@@ -174,6 +181,13 @@ int run_bench_workers(const WorkersBenchArgs& a) {
         for (unsigned seed = 0; seed < rows[k].seeds; ++seed) {
           MergedValues mv = merge_values(rows[k].method, spans,
                                          {seed, static_cast<uint32_t>(s), static_cast<uint32_t>(i)});
+          if (!std::all_of(mv.values.begin(), mv.values.end(), [](float x) { return std::isfinite(x); }))
+            fail(ErrorCode::Input, "--workers: step " + std::to_string(s) + ", tensor '" + step_infos[i].name +
+                                       "': " + std::string(merge_method_name(rows[k].method)) +
+                                       "'s merged values exceed float32's range (|x| > 3.4e38)" +
+                                       (rows[k].method == MergeMethod::Cascade
+                                            ? ": its ring adds the workers' values in float32, as the paper's does"
+                                            : ""));
           acc[k][seed].add(t.mean.data(), mv.values.data(), t.mean.size());
           if (seed == 0)
             for (size_t h = 0; h < mv.hop_bits.size(); ++h) rows[k].hop_bits[h] += mv.hop_bits[h];

@@ -150,6 +150,10 @@ def test_nonfinite_refusals_name_their_cause():
     # A lossless mean keeps it, as the inputs held it.
     run("merge", *nan, "-o", out, "--method", "mean", "--force", "--quiet")
     assert np.isnan(decode(out, "nan_mean.npz")["b"][3])
+    # bench --workers printed figures for both (cascade's rel_l2 23.3 on the overflow, 177 with
+    # the NaN): now one error line each.
+    fails("bench", "--workers", path("nan*.npz"), code=2, contains=["nan1.npz", "tensor 'b'", "NaN/Inf"])
+    fails("bench", "--workers", path("big*.npz"), code=2, contains=["tensor 'a'", "cascade", "exceed float32's range"])
 
 
 def test_corrupt_input_exit_3():
