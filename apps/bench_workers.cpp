@@ -82,15 +82,14 @@ std::vector<StepTensor> load_step(const std::vector<std::string>& files, const I
     for (size_t k : in.selected) {
       if (!is_float(in.reader->arrays()[k].dtype)) continue;
       Tensor t = in.reader->read(k);
-      std::vector<float> v(t.elements());
-      if (!v.empty()) to_f32(t.dtype(), t.data.data(), v.size(), v.data());
       // The figures compare each method with the workers' mean: a NaN or Inf (or an f64 value
       // beyond float32's range, Inf once converted) would make them meaningless, silently.
-      const auto bad = std::count_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
-      if (bad)
+      if (const uint64_t bad = count_nonfinite(t) + count_beyond_f32(t))
         fail(ErrorCode::Input, "--workers: " + files[m] + ": tensor '" + t.name() + "' has " + std::to_string(bad) +
                                    " value(s) that are NaN/Inf or beyond float32's range; the merge methods are "
                                    "compared on finite gradients only");
+      std::vector<float> v(t.elements());
+      if (!v.empty()) to_f32(t.dtype(), t.data.data(), v.size(), v.data());
       tensors[i++].workers.push_back(std::move(v));
     }
   }

@@ -136,6 +136,11 @@ def safetensors_count(path):
 PER_CPU = ["BM_baseline/abs_sum/100000", "BM_bird_norms/9"]
 
 
+def snapshot_rows(like, cells):
+    """A Markdown row per main preset that has a BM_snapshot result: the preset, then cells(result)."""
+    return [f"| {p} | " + " | ".join(cells(b)) + " |" for p in MAIN if (b := like.get(f"BM_snapshot/{p}"))]
+
+
 def mbps(b):
     return b["bytes_per_second"] / 1e6
 
@@ -335,11 +340,9 @@ def main():
                  f"iterations' ratios. Medians of {snap_reps} processes.\n")
         L.append("| preset | read pass GB/s | encode GB/s | encode ÷ read | 2 threads: encode speed-up | read speed-up |")
         L.append("| --- | ---: | ---: | ---: | ---: | ---: |")
-        for p in MAIN:
-            b = like_vgg.get(f"BM_snapshot/{p}")
-            if b:
-                L.append(f"| {p} | {b['read_GBps']:.2f} | {b['enc_GBps']:.2f} | {100 * b['enc_per_read']:.1f}% | "
-                         f"{b['enc_speedup']:.2f}× | {b['read_speedup']:.2f}× |")
+        L += snapshot_rows(like_vgg, lambda b: [f"{b['read_GBps']:.2f}", f"{b['enc_GBps']:.2f}",
+                                                f"{100 * b['enc_per_read']:.1f}%", f"{b['enc_speedup']:.2f}×",
+                                                f"{b['read_speedup']:.2f}×"])
     L.append("\nThe peer ratios (bird+ ≥ 20× NumPy, topk ≥ 5× torch.topk, lossless vs zstd -3) are in the peer "
              "table below.\n")
 
@@ -372,11 +375,9 @@ def main():
              f"of {snap_reps} processes of 15 iterations.\n")
     L.append("| preset | encode GB/s, 1 thread | 2 threads | speed-up | read pass GB/s, 1 thread | 2 threads | read speed-up |")
     L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for p in MAIN:
-        b = like_many.get(f"BM_snapshot/{p}")
-        if b:
-            L.append(f"| {p} | {b['enc_GBps']:.2f} | {b['enc2_GBps']:.2f} | {b['enc_speedup']:.2f}× | {b['read_GBps']:.2f} | "
-                     f"{b['read2_GBps']:.2f} | {b['read_speedup']:.2f}× |")
+    L += snapshot_rows(like_many, lambda b: [f"{b['enc_GBps']:.2f}", f"{b['enc2_GBps']:.2f}", f"{b['enc_speedup']:.2f}×",
+                                             f"{b['read_GBps']:.2f}", f"{b['read2_GBps']:.2f}",
+                                             f"{b['read_speedup']:.2f}×"])
     L.append("\nOn the VGG16 snapshot itself (32 tensors, five of 2.36M parameters holding 80% of them), one "
              "round, the medians of the one-core table above against 2 threads:\n")
     L.append("| preset | encode MB/s, 1 thread | 2 threads | speed-up | same bytes |")

@@ -163,14 +163,13 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
   // value beyond float32's range (the merge computes in float32) is named with its container;
   // otherwise the method itself overflowed (cascade adds the workers' values in float32).
   const bool out_lossy = !PipelineStages(out_pipeline).lossless();
-  auto refuse_nonfinite = [&](const std::vector<float>& merged, const std::vector<std::span<const float>>& spans,
-                              const std::string& name, size_t f) {
+  auto refuse_nonfinite = [&](const std::vector<float>& merged, const std::vector<std::vector<Tensor>>& workers,
+                              size_t i, size_t f) {
     if (std::all_of(merged.begin(), merged.end(), [](float v) { return std::isfinite(v); })) return;
     const std::string where = "merge --method " + std::string(merge_method_name(o.method)) + ", " + frame_label(f) +
-                              ": tensor '" + name + "'";
-    for (size_t m = 0; m < spans.size(); ++m) {
-      const auto bad = std::count_if(spans[m].begin(), spans[m].end(), [](float v) { return !std::isfinite(v); });
-      if (bad)
+                              ": tensor '" + workers[0][i].name() + "'";
+    for (size_t m = 0; m < workers.size(); ++m) {
+      if (const uint64_t bad = count_nonfinite(workers[m][i]) + count_beyond_f32(workers[m][i]))
         fail(ErrorCode::Input, where + " holds " + std::to_string(bad) +
                                    " value(s) that are NaN/Inf or beyond float32's range in " + in[m]->path() +
                                    "; pipeline '" + out_pipeline.text() + "' cannot code them");
@@ -209,7 +208,7 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
         spans.emplace_back(vals[m]);
       }
       MergedValues mv = merge_values(o.method, spans, {o.seed, static_cast<uint32_t>(f), static_cast<uint32_t>(i)}, o.eta);
-      if (out_lossy) refuse_nonfinite(mv.values, spans, first.name(), f);
+      if (out_lossy) refuse_nonfinite(mv.values, workers, i, f);
       std::vector<uint8_t> out(n * dtype_size(first.dtype()));
       if (n) from_f32(mv.values.data(), n, first.dtype(), out.data());
       merged[i].info = first.info;
