@@ -224,7 +224,8 @@ def main():
         peers_md = os.path.join(tmp, "peers.md")
         peers_json = os.path.join(tmp, "peers.json")
         sh(["/usr/bin/python3", os.path.join(ROOT, "bench", "peers", "peers.py"), exe, "--snapshot", vgg, "--repeat",
-            "3" if not a.quick else "1", "--json", peers_json, "--markdown", peers_md], stdout=subprocess.DEVNULL)
+            "3" if not a.quick else "1", "--rounds", "5" if not a.quick else "2", "--json", peers_json,
+            "--markdown", peers_md], stdout=subprocess.DEVNULL)
         with open(peers_json) as f:
             peers = json.load(f)
         with open(peers_md) as f:

@@ -3,15 +3,16 @@
 the same pipelines, on the same snapshot, in one process tree, one core (issue 10, item 2).
 
 Usage:
-  peers.py GRADCODEC_EXE [--snapshot FILE.safetensors] [--repeat N] [--json OUT] [--markdown OUT]
-           [--zstd-levels 1,3] [--seed S]
+  peers.py GRADCODEC_EXE [--snapshot FILE.safetensors] [--repeat N] [--rounds R] [--json OUT]
+           [--markdown OUT] [--zstd-levels 1,3] [--seed S]
 
 Without --snapshot, a VGG16-for-CIFAR-sized snapshot (15.2M f32 parameters) is made with
 make_vgg16.py (next to this script) in a temporary directory. See README.md for what each peer
 does and what is counted.
 
 Timing: gradcodec's own figures come from `gradcodec bench --threads 1 --min-time 0` (median
-encode/decode seconds of the codec in memory); a second gradcodec figure is the wall time of
+encode/decode seconds of the codec in memory), run alternately with the preset's in-process peers
+for --rounds rounds (speed ratios are the median of each round's ratio); a second gradcodec figure is the wall time of
 `gradcodec encode --threads 1` run as a subprocess (process start, reading the file, writing the
 container). Peers are timed with time.perf_counter around the work only (tensors already loaded),
 median of --repeat runs after one warm-up run. Throughput = input bytes (f32) / median seconds,
@@ -409,9 +410,13 @@ def main():
     ap.add_argument("--zstd", default=shutil.which("zstd") or "/usr/bin/zstd")
     ap.add_argument("--zstd-levels", default="3,1", help="comma list; default 3,1 (19 is slow)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the peers' random draws")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds alternating gradcodec bench with the in-process peers; default 5")
     a = ap.parse_args()
     if a.repeat < 1:
         ap.error("--repeat must be >= 1")
+    if a.rounds < 1:
+        ap.error("--rounds must be >= 1")
     exe = os.path.abspath(a.gradcodec)
     base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     tmp = tempfile.mkdtemp(prefix="gradcodec-peers-", dir=base)
@@ -458,9 +463,33 @@ def run_all(a, exe, tmp):
 
     gcs = {}
 
-    def gradcodec_rows(preset):
-        print(f"[{preset}] gradcodec bench + encode", flush=True)
-        b = gradcodec_bench(exe, snap, preset, a.repeat, tmp)
+    def group(preset, peers):
+        """gradcodec bench and each in-process peer of `preset`, alternated for --rounds rounds
+        (gradcodec first in even rounds, last in odd ones). Each round's speed ratio compares
+        figures taken seconds apart; the rows give medians over the rounds."""
+        print(f"[{preset}] gradcodec bench and {len(peers)} peer(s), {a.rounds} rounds alternated", flush=True)
+        benches, peer_runs = [], [[] for _ in peers]
+
+        def measure_gc():
+            benches.append(gradcodec_bench(exe, snap, preset, a.repeat, tmp))
+
+        def measure_peer(i):
+            med, _, out, lz = timed_peer(peers[i][1], a.repeat)
+            peer_runs[i].append((med, out, lz))
+
+        for r in range(a.rounds):
+            if r % 2 == 0:
+                measure_gc()
+            for i in range(len(peers)):
+                measure_peer(i)
+            if r % 2 == 1:
+                measure_gc()
+        b = dict(benches[0])
+        for k in ("encode_mbps", "decode_mbps", "encode_seconds_median", "decode_seconds_median"):
+            b[k] = statistics.median(x[k] for x in benches)
+        b["encode_mbps_rounds"] = [x["encode_mbps"] for x in benches]
+        if any(x["output_bytes"] != b["output_bytes"] for x in benches):
+            notes.append(f"{preset}: gradcodec bench wrote different sizes across rounds (seed 0 each time)")
         c = gradcodec_encode_wall(exe, snap, preset, a.repeat, tmp, input_bytes)
         if b["input_bytes"] != input_bytes:
             notes.append(f"{preset}: gradcodec counted {b['input_bytes']} input bytes, the reader {input_bytes}")
@@ -471,44 +500,53 @@ def run_all(a, exe, tmp):
             stream_bytes=b["stream_bytes"], stream_ratio=b["stream_ratio"])
         add(preset, "gradcodec encode CLI, wall (process + file read + write)", c["seconds_median"],
             c["output_bytes"], peer=False)
-        return gc
+        out_rows = []
+        for (label, _), runs in zip(peers, peer_runs):
+            secs = [m for m, _, _ in runs]
+            out, lz = runs[-1][1], statistics.median(z for _, _, z in runs)
+            res = out if isinstance(out, tuple) else (out,)
+            r = add(preset, label.format(lzma_ms=lz * 1e3), statistics.median(secs), res[0], gc,
+                    lzma_seconds_median=lz)
+            # per round: gradcodec's figure of that round over the peer's figure of that round
+            per_round = [g / (input_bytes / s / MB) for g, s in zip(b["encode_mbps_rounds"], secs)]
+            r["speed_vs_peer_rounds"] = per_round
+            r["speed_vs_peer_bench"] = statistics.median(per_round)
+            if len(res) > 1:
+                r["kept_elements"] = res[1]
+            out_rows.append(r)
+        return gc, out_rows
 
     # 1. top-k 1% per tensor
-    gc = gradcodec_rows("topk-1pct")
+    peers = []
     if torch is not None:
-        med, _, out, _ = timed_peer(lambda clk: topk_torch(ttensors), a.repeat)
-        add("topk-1pct", "torch.topk(|x|, k, sorted=False) + gather; int32 idx + f32 val", med, out, gc)
+        peers.append(("torch.topk(|x|, k, sorted=False) + gather; int32 idx + f32 val", lambda clk: topk_torch(ttensors)))
     else:
         notes.append("topk-1pct: " + TORCH_NOTE)
-    med, _, out, _ = timed_peer(lambda clk: topk_numpy(tensors), a.repeat)
-    add("topk-1pct", "np.argpartition(|x|, d-k) + gather; int32 idx + f32 val", med, out, gc)
+    peers.append(("np.argpartition(|x|, d-k) + gather; int32 idx + f32 val", lambda clk: topk_numpy(tensors)))
+    group("topk-1pct", peers)
 
     # 2. BIRD+ (gamma = 1.4)
-    gc = gradcodec_rows("bird+")
     attach = bird_attach(tensors)
-    for capped, label in ((False, "lzma preset 6"), (True, "lzma preset 6, dict capped")):
-        med, _, out, lz = timed_peer(lambda clk: birdplus_numpy(tensors, attach, a.seed, capped, clk), a.repeat)
-        r = add("bird+", f"numpy BIRD+ ({label}); of which lzma {lz * 1e3:.0f} ms", med, out[0], gc,
-                kept_elements=out[1], lzma_seconds_median=lz)
-        r["sampling_only_mbps"] = input_bytes / (med - lz) / MB
+    peers = [("numpy BIRD+ (lzma preset 6); of which lzma {lzma_ms:.0f} ms",
+              lambda clk: birdplus_numpy(tensors, attach, a.seed, False, clk)),
+             ("numpy BIRD+ (lzma preset 6, dict capped); of which lzma {lzma_ms:.0f} ms",
+              lambda clk: birdplus_numpy(tensors, attach, a.seed, True, clk))]
     if torch is not None:
-        med, _, out, lz = timed_peer(
-            lambda clk: birdplus_torch(tensors, ttensors, attach, a.seed, False, clk), a.repeat)
-        r = add("bird+", f"torch BIRD+ (lzma preset 6); of which lzma {lz * 1e3:.0f} ms", med, out[0], gc,
-                kept_elements=out[1], lzma_seconds_median=lz)
-        r["sampling_only_mbps"] = input_bytes / (med - lz) / MB
+        peers.append(("torch BIRD+ (lzma preset 6); of which lzma {lzma_ms:.0f} ms",
+                      lambda clk: birdplus_torch(tensors, ttensors, attach, a.seed, False, clk)))
     else:
         notes.append("bird+: " + TORCH_NOTE)
+    _, brows = group("bird+", peers)
+    for r in brows:
+        r["sampling_only_mbps"] = input_bytes / (r["seconds_median"] - r["lzma_seconds_median"]) / MB
 
     # 3. signSGD
-    gc = gradcodec_rows("signsgd")
-    med, _, out, _ = timed_peer(lambda clk: signsgd_numpy(tensors, False), a.repeat)
-    add("signsgd", "np.packbits(x >= 0) per tensor (no scale, as the preset)", med, out, gc)
-    med, _, out, _ = timed_peer(lambda clk: signsgd_numpy(tensors, True), a.repeat)
-    add("signsgd", "np.packbits(x >= 0) + f32 mean|x| scale per tensor", med, out, gc)
-
-    # 4. lossless
-    gc = gradcodec_rows("lossless")
+    group("signsgd", [("np.packbits(x >= 0) per tensor (no scale, as the preset)",
+                       lambda clk: signsgd_numpy(tensors, False)),
+                      ("np.packbits(x >= 0) + f32 mean|x| scale per tensor",
+                       lambda clk: signsgd_numpy(tensors, True))])
+    # 4. lossless (zstd runs as a CLI, after the rounds: its rows compare with the median)
+    gc, _ = group("lossless", [])
     raw = os.path.join(tmp, "tensors.f32")
     with open(raw, "wb") as f:
         for _, _, x in tensors:
@@ -548,7 +586,7 @@ def run_all(a, exe, tmp):
         "machine": mach, "load_average_end": os.getloadavg(),
         "gradcodec": exe, "gradcodec_version": version, "numpy": np.__version__, "torch": TORCH_NOTE,
         "zstd": zver, "snapshot": snap, "tensors": len(tensors), "parameters": params,
-        "input_bytes": input_bytes, "repeat": a.repeat, "seed": a.seed,
+        "input_bytes": input_bytes, "repeat": a.repeat, "rounds": a.rounds, "seed": a.seed,
         "gradcodec_rows": gcs, "rows": rows, "memory": mem, "streaming_read_mbps": stream_read,
         "targets": targets, "notes": notes, "elapsed_seconds": time.time() - t_start,
     }
@@ -600,7 +638,9 @@ def speed_cell(r):
         return "–"
     parts = []
     if r.get("speed_vs_peer_bench") is not None:
-        parts.append(f"{r['speed_vs_peer_bench']:.2f}")
+        rr = r.get("speed_vs_peer_rounds") or []
+        span = f" ({min(rr):.2f}–{max(rr):.2f})" if len(rr) > 1 else ""
+        parts.append(f"{r['speed_vs_peer_bench']:.2f}{span}")
     if r.get("speed_vs_peer_cli") is not None:
         parts.append(f"CLI {r['speed_vs_peer_cli']:.2f}")
     return " / ".join(parts) or "–"
@@ -639,7 +679,8 @@ def render_table(res):
         prev = r[0]
         out.append(line(r))
     out.append("")
-    out.append("gc speed / peer = gradcodec bench encode MB/s / peer MB/s (CLI: gradcodec encode wall MB/s / peer MB/s);")
+    out.append("gc speed / peer = gradcodec bench encode MB/s / peer MB/s, median of the alternated rounds' ratios (range)")
+    out.append("  (CLI: gradcodec encode wall MB/s / peer MB/s);")
     out.append("gc ratio / peer = gradcodec container ratio / peer ratio (bird+: streams = without container overhead).")
     out.append("")
     out.append("memory streaming (NumPy, one core, %.1f MB):" % (res["input_bytes"] / MB))
@@ -667,8 +708,12 @@ def render_markdown(res):
     o.append("")
     o.append(f"Data: `{os.path.basename(res['snapshot'])}`, {res['tensors']} tensors, "
              f"{res['parameters']:,} f32 parameters, {res['input_bytes']:,} bytes (VGG16-for-CIFAR shapes, "
-             f"`bench/peers/make_vgg16.py`). Median of {res['repeat']} runs (peers: after one warm-up; "
-             "timed with `time.perf_counter` around the work, tensors already in memory). "
+             f"`bench/peers/make_vgg16.py`). gradcodec bench and the in-process peers of a preset are "
+             f"alternated for {res['rounds']} rounds (gradcodec first in even rounds, last in odd ones); "
+             f"in each round every figure is the median of {res['repeat']} runs (peers: after one warm-up; "
+             "timed with `time.perf_counter` around the work, tensors already in memory). A row's time is the "
+             "median over the rounds; *gc speed / peer* is the median of each round's ratio, with the "
+             "rounds' range in brackets. "
              "MB = 10⁶ bytes of f32 input; ratio = input bytes / output bytes.")
     if max(la[0], lb[0]) > 0.5 * m["cpus"]:
         o.append("")
