@@ -23,7 +23,7 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
   // more big items are in flight than there are threads.
   const uint64_t largest = *std::max_element(bytes.begin(), bytes.end());
   const uint64_t budget = threads * largest + largest / 2;
-  const size_t most = 4 * static_cast<size_t>(threads);
+  const size_t most = 16 * static_cast<size_t>(threads);
   std::vector<char> done(count, 0);
   std::vector<uint64_t> held(bytes.begin(), bytes.end());  // what each item is counted for in in_flight
   std::vector<std::exception_ptr> errors(count);
