@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <exception>
 #include <thread>
 #include <cstring>
@@ -58,28 +59,44 @@ class Bird final : public Reducer {
     auto plan = std::make_shared<BirdPlan>();
     // The weights' norms and sampling on `ctx.threads` workers, each taking the next weight as
     // it finishes one (a work queue: weights differ in size by 1000×, and fixed batches left a
-    // worker idle behind each batch's largest). Loads are serialised (format readers are not
+    // worker idle behind each batch's largest). The queue holds the largest weights first, so
+    // the last ones taken are small and the workers finish together (in frame order, a stack
+    // of conv layers ends on its largest weights: on a VGG16 snapshot ×4, one worker then sat
+    // idle for up to a 512×512×3×3 weight's time). Loads are serialised (format readers are not
     // thread-safe) and a worker holds one tensor at a time, so at most `threads` are loaded.
-    // Each weight is sampled from its own generator and the results are merged in frame order:
-    // the same plan for any thread count. On failure the workers stop taking weights; the error
-    // of the lowest-numbered weight is thrown (every weight before it was taken, so finished).
+    // Each weight is sampled from its own generator and the results are kept by weight: the
+    // same plan for any thread count and any queue order. Errors: once a weight has failed, the
+    // workers skip the weights that come after it in the frame but still do those before it,
+    // so the error thrown is that of the lowest-numbered failing weight, whatever the thread
+    // count.
     std::vector<std::pair<size_t, const std::vector<uint32_t>*>> todo;
-    for (const auto& [w, vectors] : dependents) todo.emplace_back(w, &vectors);
+    std::vector<std::pair<uint64_t, size_t>> by_size;  // (elements, position in todo)
+    for (const auto& [w, vectors] : dependents) {
+      by_size.emplace_back(frame.info(w).elements(), todo.size());
+      todo.emplace_back(w, &vectors);
+    }
+    std::stable_sort(by_size.begin(), by_size.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    {
+      std::vector<std::pair<size_t, const std::vector<uint32_t>*>> queue;
+      for (const auto& [elements, k] : by_size) queue.push_back(todo[k]);
+      todo = std::move(queue);
+    }
     const size_t workers = std::min(todo.size(), std::max<size_t>(1, ctx.threads));
     std::vector<BirdPlan::Weight> done(todo.size());
     std::vector<BirdSplit> splits(todo.size());
     std::vector<std::exception_ptr> errors(todo.size());
     std::mutex load_mu;
     size_t next = 0;
-    bool failed = false;  // guarded by load_mu
+    size_t first_failed = SIZE_MAX;  // the lowest-numbered weight seen failing; guarded by load_mu
     auto work = [&] {
       // Norm buffers per worker, kept across its weights: fresh ones per tensor cost page faults
       // and zero-filling (~30% of the plan's time on VGG16); their contents are overwritten.
       std::vector<float> l1, linf;
       for (;;) {
         std::unique_lock<std::mutex> lk(load_mu);
-        if (next >= todo.size() || failed) return;
+        if (next >= todo.size()) return;
         const size_t j = next++;
+        if (todo[j].first > first_failed) continue;
         try {
           const Tensor t = frame.load(todo[j].first);
           lk.unlock();
@@ -97,8 +114,7 @@ class Bird final : public Reducer {
         } catch (...) {
           if (!lk.owns_lock()) lk.lock();
           errors[j] = std::current_exception();
-          failed = true;
-          return;
+          first_failed = std::min(first_failed, todo[j].first);
         }
       }
     };
@@ -106,8 +122,8 @@ class Bird final : public Reducer {
     for (size_t k = 1; k < workers; ++k) pool.emplace_back(work);
     work();
     for (auto& th : pool) th.join();
-    for (const auto& e : errors)
-      if (e) std::rethrow_exception(e);
+    for (size_t j = 0; j < todo.size(); ++j)
+      if (todo[j].first == first_failed) std::rethrow_exception(errors[j]);
     for (size_t j = 0; j < todo.size(); ++j) {
       const auto& [w, vectors] = todo[j];
       std::vector<uint8_t> bitmap(bitmap_bytes(splits[j].channels), 0);
