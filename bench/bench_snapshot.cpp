@@ -4,9 +4,9 @@
 //
 //   BM_snapshot/<preset>   GRADCODEC_BENCH_SNAPSHOT names the snapshot (any format the CLI
 //                          reads; bench/run_performance.py passes make_vgg16.py's files). Each
-//                          iteration runs, in this order: the read pass on one thread, the
-//                          encode on one thread, the read pass on two threads, the encode on two
-//                          threads. The encode is `gradcodec bench`'s: SequenceEncoder into a
+//                          iteration runs, in this order: the read pass and the encode on one
+//                          thread (on each CPU in turn), the read pass on two threads, the encode
+//                          on two threads. The encode is `gradcodec bench`'s: SequenceEncoder into a
 //                          new container in /dev/shm (the last one deleted before the clock
 //                          starts), seed 0, with the heap settings the CLI's bench uses (freed
 //                          memory kept). The read pass is BM_baseline/abs_sum's loop
@@ -14,11 +14,16 @@
 //                          is memory-mapped, as for the encoder); on two threads, each takes the
 //                          next tensor as it finishes one, as the encoder's workers do.
 //
+// The one-thread read pass and encode run once on each CPU the process may use, pinned to it
+// (the vCPUs of docs/performance.md's VM differ in speed); the two-thread runs are not pinned.
+//
 // Counters, medians over the iterations (GB/s = 10⁹ bytes of input per second):
-//   read_GBps, enc_GBps            one thread
+//   read_GBps, enc_GBps            one thread, the faster CPU of each iteration
 //   read2_GBps, enc2_GBps          two threads
-//   enc_per_read                   median of each iteration's encode speed ÷ its read speed
-//   enc_speedup, read_speedup      median of each iteration's 1-thread time ÷ 2-thread time
+//   enc_per_read                   median of each one-thread encode speed ÷ the read speed on its CPU
+//   enc_speedup, read_speedup      median of each iteration's faster 1-thread time ÷ 2-thread time
+//   enc1_cpu_spread                median of each iteration's slower ÷ faster 1-thread encode time
+//   cpus                           the CPUs the one-thread runs were pinned to
 // The reported time is the one-thread encode's. Every encode must write the same number of
 // bytes (one seed, any thread count): otherwise the benchmark stops with an error.
 #include <benchmark/benchmark.h>
@@ -38,6 +43,8 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 #include <vector>
 #if defined(__GLIBC__)
@@ -142,23 +149,57 @@ void snapshot_encode(benchmark::State& state, const std::string& pipeline) {
   const double gb = static_cast<double>(s.bytes) / 1e9;
   uint64_t first = 0, bytes = 0;
   encode_seconds(p, s.tensors, 1, path, first);  // warm-up: maps the file's pages
-  std::vector<double> r1, e1, r2, e2;
+  // The one-thread runs are pinned to each allowed CPU in turn: the vCPUs of the VM in
+  // docs/performance.md differ in speed (by up to ~30% on one loop), so an unpinned one-thread
+  // run measures whichever one it landed on, and a speed-up over the slower one overstates what
+  // the second thread adds. The speed-up counted is against the faster CPU of each iteration.
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  std::vector<int> cpus;
+  if (pthread_getaffinity_np(pthread_self(), sizeof all, &all) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &all)) cpus.push_back(c);
+  auto pin = [&](int c) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c, &one);
+    return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+  };
+  auto unpin = [&] { pthread_setaffinity_np(pthread_self(), sizeof all, &all); };  // workers inherit it
+  if (cpus.empty()) cpus.push_back(-1);
+  std::vector<double> r1, e1, r2, e2, per_read, spread;
   for (auto _ : state) {
-    r1.push_back(read_seconds(s.tensors, 1));
-    e1.push_back(encode_seconds(p, s.tensors, 1, path, bytes));
-    const bool same1 = bytes == first;
+    double best_r = 1e300, best_e = 1e300, worst_e = 0;
+    bool same = true;
+    for (int c : cpus) {
+      if (c >= 0 && !pin(c)) {
+        unpin();
+        state.SkipWithError("cannot pin the one-thread run to a CPU");
+        return;
+      }
+      const double r = read_seconds(s.tensors, 1);
+      const double e = encode_seconds(p, s.tensors, 1, path, bytes);
+      same = same && bytes == first;
+      per_read.push_back(r / e);
+      best_r = std::min(best_r, r);
+      best_e = std::min(best_e, e);
+      worst_e = std::max(worst_e, e);
+    }
+    unpin();
+    r1.push_back(best_r);
+    e1.push_back(best_e);
+    spread.push_back(worst_e / best_e);
     r2.push_back(read_seconds(s.tensors, 2));
     e2.push_back(encode_seconds(p, s.tensors, 2, path, bytes));
-    if (!same1 || bytes != first) {
+    if (!same || bytes != first) {
       state.SkipWithError("the encodes wrote different sizes for one seed");
       break;
     }
     state.SetIterationTime(e1.back());
   }
   std::filesystem::remove(path);
-  std::vector<double> per_read, enc_up, read_up;
+  std::vector<double> enc_up, read_up;
   for (size_t i = 0; i < e1.size(); ++i) {
-    per_read.push_back(r1[i] / e1[i]);
     enc_up.push_back(e1[i] / e2[i]);
     read_up.push_back(r1[i] / r2[i]);
   }
@@ -170,6 +211,8 @@ void snapshot_encode(benchmark::State& state, const std::string& pipeline) {
   state.counters["enc_per_read"] = median(per_read);
   state.counters["enc_speedup"] = median(enc_up);
   state.counters["read_speedup"] = median(read_up);
+  state.counters["cpus"] = static_cast<double>(cpus.size());
+  state.counters["enc1_cpu_spread"] = median(spread);
   state.counters["ratio"] = static_cast<double>(s.bytes) / static_cast<double>(first);
 }
 
