@@ -218,6 +218,9 @@ def main():
             for k, b in google_benchmark(bench_exe, "BM_two_threads/", 1, 0).items():
                 if "speedup" in b:
                     ceiling.setdefault(k, []).append(b["speedup"])
+        # What getting a second thread working costs: a new thread against the helper pool
+        # (bench/bench_thread_start.cpp).
+        starts = google_benchmark(bench_exe, "BM_thread_start/", 1, 0)
         same_many = same_bytes(exe, many, MAIN, tmp)
         like_many = google_benchmark(bench_exe, "BM_snapshot/", snap_reps, 0, env={"GRADCODEC_BENCH_SNAPSHOT": many})
         os.remove(many)
@@ -369,6 +372,18 @@ def main():
         for k, v in ceiling.items():
             v = sorted(v)
             L.append(f"| `{k}` | {statistics.median(v):.2f}× | {v[0]:.2f}–{v[-1]:.2f}× |")
+    if starts:
+        L.append("\nWhat getting a second thread working costs, with an empty body (bench/bench_thread_start.cpp): "
+                 "a new `std::thread` against a call of `run_with_helpers` (the encoder's and decoder's helpers, kept "
+                 "between calls), alternated in one process; medians, and the median of each iteration's ratio. "
+                 "*back to back*: one call straight after another (the helper still polling); *after sleep*: each "
+                 "call after 5 ms of sleep (the helper asleep, as at the start of an encode).\n")
+        L.append("| calls | new thread µs | helper µs | speed-up |")
+        L.append("| --- | ---: | ---: | ---: |")
+        for k, b in sorted(starts.items()):
+            if "speedup" in b:
+                L.append(f"| {k.split('/')[1].replace('_', ' ')} | {b['new_thread_us']:.1f} | {b['helpers_us']:.1f} | "
+                         f"{b['speedup']:.1f}× |")
     L.append("\nThe same snapshot in one process (bench/bench_snapshot.cpp): each iteration runs the read pass and "
              "the encode on one thread pinned to each vCPU in turn (they differ in speed), then the read pass on two "
              "threads (each taking the next tensor) and the encode on two threads; *speed-up* is the median of each "

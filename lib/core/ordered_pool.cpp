@@ -1,5 +1,7 @@
 #include "core/ordered_pool.hpp"
 
+#include "core/helper_threads.hpp"
+
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
@@ -103,19 +105,18 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
       cv.wait(lk);
     }
   };
-  std::vector<std::thread> pool;
-  pool.reserve(std::min<size_t>(threads, count) - 1);
-  try {
-    for (size_t k = 1; k < std::min<size_t>(threads, count); ++k) pool.emplace_back(loop, false);
-  } catch (...) {  // a thread that could not be created: the calling thread and those that were do the work
-  }
-  loop(true);
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    stop = true;
-  }
-  cv.notify_all();
-  for (auto& th : pool) th.join();
+  // The calling thread runs loop(true), the helpers loop(false); a helper that cannot be had
+  // leaves its share to the others.
+  const std::thread::id caller = std::this_thread::get_id();
+  run_with_helpers(static_cast<unsigned>(std::min<size_t>(threads, count)), [&] {
+    if (std::this_thread::get_id() != caller) return loop(false);
+    loop(true);
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      stop = true;
+    }
+    cv.notify_all();
+  });
   if (failure) std::rethrow_exception(failure);
 }
 

@@ -28,10 +28,11 @@ namespace gradcodec {
 // An exception thrown by work(i) is rethrown in order, in place of commit(i): the items before
 // i are committed first, no item is started after the failure is seen, and the items already
 // running finish (so the error reported is that of the lowest failing index, whatever the
-// thread count). An exception from commit(i) stops the pool the same way. A thread that cannot
-// be created leaves its share to the calling thread and the others. Every worker has
-// joined when run_ordered returns or throws. With threads ≤ 1 (or one item) everything runs on
-// the calling thread: work(0), commit(0), work(1), …
+// thread count). An exception from commit(i) stops the pool the same way. The other threads
+// are the process's helpers (core/helper_threads.hpp: kept between calls, so an encode does not
+// wait for new threads to start); one that cannot be had leaves its share to the calling thread
+// and the others. Every helper has finished its share when run_ordered returns or throws. With
+// threads ≤ 1 (or one item) everything runs on the calling thread: work(0), commit(0), work(1), …
 enum class CommitOn {
   Caller,     // commit(i) on the calling thread only (the decoder: the sink runs where it was called)
   AnyThread,  // commit(i) on whichever thread finds item i finished at the head, never two at once

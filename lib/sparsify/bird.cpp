@@ -1,5 +1,6 @@
 #include "sparsify/bird.hpp"
 
+#include "core/helper_threads.hpp"
 #include "sparsify/bird_sample.hpp"
 #include "sparsify/bird_split.hpp"
 
@@ -7,7 +8,6 @@
 #include <bit>
 #include <cstdint>
 #include <exception>
-#include <thread>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -118,10 +118,7 @@ class Bird final : public Reducer {
         }
       }
     };
-    std::vector<std::thread> pool;
-    for (size_t k = 1; k < workers; ++k) pool.emplace_back(work);
-    work();
-    for (auto& th : pool) th.join();
+    run_with_helpers(static_cast<unsigned>(workers), work);
     for (size_t j = 0; j < todo.size(); ++j)
       if (todo[j].first == first_failed) std::rethrow_exception(errors[j]);
     for (size_t j = 0; j < todo.size(); ++j) {
