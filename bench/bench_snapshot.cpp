@@ -14,8 +14,9 @@
 //                          is memory-mapped, as for the encoder); on two threads, each takes the
 //                          next tensor as it finishes one, as the encoder's workers do.
 //
-// The one-thread read pass and encode run once on each CPU the process may use, pinned to it
-// (the vCPUs of docs/performance.md's VM differ in speed); the two-thread runs are not pinned.
+// The one-thread read pass and encode run once on each CPU the process may use (at most 4,
+// spread over them), pinned to it (the vCPUs of docs/performance.md's VM differ in speed); the
+// two-thread runs are not pinned.
 //
 // Counters, medians over the iterations (GB/s = 10⁹ bytes of input per second):
 //   read_GBps, enc_GBps            one thread, the faster CPU of each iteration
@@ -126,6 +127,9 @@ double encode_seconds(const Pipeline& p, const std::vector<Tensor>& ts, unsigned
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The most CPUs the one-thread runs are pinned to, each in turn.
+constexpr size_t kMostPinned = 4;
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -165,8 +169,15 @@ void snapshot_encode(benchmark::State& state, const std::string& pipeline) {
     CPU_SET(c, &one);
     return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
   };
-  auto unpin = [&] { pthread_setaffinity_np(pthread_self(), sizeof all, &all); };  // workers inherit it
+  // Threads inherit the affinity of the thread that creates them: the encoder's helpers are
+  // created on its first two-thread run, after unpin().
+  auto unpin = [&] { pthread_setaffinity_np(pthread_self(), sizeof all, &all); };
   if (cpus.empty()) cpus.push_back(-1);
+  if (cpus.size() > kMostPinned) {  // a machine with many CPUs: a few spread over them
+    std::vector<int> some;
+    for (size_t k = 0; k < kMostPinned; ++k) some.push_back(cpus[k * cpus.size() / kMostPinned]);
+    cpus = std::move(some);
+  }
   std::vector<double> r1, e1, r2, e2, per_read, spread;
   for (auto _ : state) {
     double best_r = 1e300, best_e = 1e300, worst_e = 0;

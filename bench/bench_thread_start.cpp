@@ -1,21 +1,34 @@
-// What it costs to get a second thread working: a new std::thread per call (the encoder before
-// the helper pool) against run_with_helpers (lib/core/helper_threads.*), in the same process,
-// alternated within each iteration. The body does nothing, so a call's time is the time until
-// the second thread has started and finished an empty body.
+// What it costs to get another thread working, in the same process, alternated within each
+// iteration.
+//
+// Starting a second thread: a new std::thread per call (the encoder before the helper pool)
+// against run_with_helpers (lib/core/helper_threads.*). The body does nothing, so a call's time
+// is the time until the second thread has started and finished an empty body.
 //
 //   BM_thread_start/back_to_back  one call straight after another: the helper is still polling
 //                                 (bird+ encodes its frame plan and then its records so).
 //   BM_thread_start/after_sleep   each call after 5 ms of sleep, untimed: the helper is asleep,
 //                                 as at the start of an encode (and the other CPU may be idle).
+//   Counters: new_thread_us, helpers_us (medians over the iterations) and speedup, the median of
+//   each iteration's new-thread time ÷ helper time.
 //
-// Counters: new_thread_us, helpers_us (medians over the iterations) and speedup, the median of
-// each iteration's new-thread time ÷ helper time.
+// Waking a waiting thread: run_ordered (lib/core/ordered_pool.*) on 2 threads, committing on any
+// thread, over 256 items of ~20 µs of arithmetic each whose commit takes ~5 µs; each item holds
+// its bytes until its commit, so the memory budget lets ~2 run at a time and a thread often
+// waits for a commit (as lossless's encode waits on its records).
+//
+//   BM_ordered_pool               its threads poll before they sleep (the default) against
+//                                 sleep at once (poll 0).
+//   Counters: sleep_us, poll_us (medians) and speedup, the median of each iteration's sleep
+//   time ÷ poll time.
 #include <benchmark/benchmark.h>
 
 #include "core/helper_threads.hpp"
+#include "core/ordered_pool.hpp"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -54,7 +67,46 @@ void thread_start(benchmark::State& state, bool sleep_first) {
   state.counters["speedup"] = median(ratio);
 }
 
+// `steps` dependent multiply-adds: work that takes the same time whatever the memory does.
+uint64_t arithmetic(uint64_t seed, int steps) {
+  for (int k = 0; k < steps; ++k) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    benchmark::DoNotOptimize(seed);
+  }
+  return seed;
+}
+
+double ordered_seconds(std::chrono::microseconds poll, std::vector<uint64_t>& sums) {
+  const size_t n = sums.size();
+  const std::vector<uint64_t> bytes(n, 1 << 20);
+  const auto start = Clock::now();
+  gradcodec::run_ordered(
+      bytes, 2, [&](size_t i) -> uint64_t {
+        sums[i] = arithmetic(i, 20000);
+        return bytes[i];
+      },
+      [&](size_t i) { sums[i] = arithmetic(sums[i], 5000); }, gradcodec::CommitOn::AnyThread, poll);
+  return seconds_since(start);
+}
+
+void ordered_pool(benchmark::State& state) {
+  std::vector<uint64_t> sums(256);
+  std::vector<double> sleep, poll, ratio;
+  ordered_seconds(gradcodec::kHelperSpin, sums);  // the pool's helper exists before the first timing
+  for (auto _ : state) {
+    sleep.push_back(ordered_seconds(std::chrono::microseconds(0), sums));
+    poll.push_back(ordered_seconds(gradcodec::kHelperSpin, sums));
+    ratio.push_back(sleep.back() / poll.back());
+    state.SetIterationTime(poll.back());
+  }
+  benchmark::DoNotOptimize(sums.data());
+  state.counters["sleep_us"] = median(sleep) * 1e6;
+  state.counters["poll_us"] = median(poll) * 1e6;
+  state.counters["speedup"] = median(ratio);
+}
+
 }  // namespace
 
+BENCHMARK(ordered_pool)->Name("BM_ordered_pool")->Iterations(50)->UseManualTime();
 BENCHMARK_CAPTURE(thread_start, back_to_back, false)->Name("BM_thread_start/back_to_back")->Iterations(2000)->UseManualTime();
 BENCHMARK_CAPTURE(thread_start, after_sleep, true)->Name("BM_thread_start/after_sleep")->Iterations(100)->UseManualTime();

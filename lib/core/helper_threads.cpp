@@ -7,35 +7,9 @@
 #include <thread>
 #include <vector>
 #include <pthread.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 namespace gradcodec {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#endif
-}
-
-// Polls ready() until it holds or kHelperSpin has passed; gives the CPU away now and then, so a
-// poller does not keep a runnable thread (more threads than CPUs) from its CPU.
-template <class Ready>
-bool spin_until(Ready ready) {
-  const auto until = Clock::now() + kHelperSpin;
-  for (unsigned k = 1;; ++k) {
-    if (ready()) return true;
-    cpu_relax();
-    if (k % 64 == 0) {
-      if (Clock::now() >= until) return false;
-      std::this_thread::yield();
-    }
-  }
-}
 
 // One call of run_with_helpers, on the caller's stack until every helper has reported.
 struct Job {
@@ -76,7 +50,7 @@ Pool& pool() {
 
 void helper_main(Helper* h) {
   for (;;) {
-    if (!spin_until([&] { return h->job.load(std::memory_order_acquire) != nullptr; })) {
+    if (!poll_until([&] { return h->job.load(std::memory_order_acquire) != nullptr; })) {
       std::unique_lock<std::mutex> lk(h->mu);
       h->cv.wait(lk, [&] { return h->job.load(std::memory_order_acquire) != nullptr; });
     }
@@ -149,7 +123,7 @@ size_t run_with_helpers(unsigned threads, const std::function<void()>& body) {
   } catch (...) {
     error = std::current_exception();
   }
-  spin_until([&] { return job.remaining.load(std::memory_order_acquire) == 0; });
+  poll_until([&] { return job.remaining.load(std::memory_order_acquire) == 0; });
   {
     std::unique_lock<std::mutex> lk(job.mu);
     job.cv.wait(lk, [&] { return job.remaining.load(std::memory_order_acquire) == 0; });

@@ -1,8 +1,7 @@
 #include "core/ordered_pool.hpp"
 
-#include "core/helper_threads.hpp"
-
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -12,7 +11,7 @@
 namespace gradcodec {
 
 void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<uint64_t(size_t)>& work,
-                 const std::function<void(size_t)>& commit, CommitOn on) {
+                 const std::function<void(size_t)>& commit, CommitOn on, std::chrono::microseconds poll) {
   const size_t count = bytes.size();
   if (threads <= 1 || count <= 1) {
     for (size_t i = 0; i < count; ++i) {
@@ -31,6 +30,13 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
   std::vector<std::exception_ptr> errors(count);
   std::mutex mu;
   std::condition_variable cv;
+  // Counts the wake-ups (each under mu): a thread with nothing to do polls it for up to `poll`
+  // before it sleeps on cv.
+  std::atomic<uint64_t> changes{0};
+  auto wake = [&] {
+    changes.fetch_add(1, std::memory_order_release);
+    cv.notify_all();
+  };
   size_t next = 0, committed = 0;
   uint64_t in_flight = 0;  // bytes held by the items started and not yet committed, as counted in held
   bool stop = false;
@@ -78,7 +84,7 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
       in_flight -= held[i];  // what item i held admits the next ones
       ++committed;
       if (error) failure = error;
-      cv.notify_all();
+      wake();
     }
     if (failure) stop = true;
     committing = false;
@@ -92,17 +98,23 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
     for (;;) {
       if ((caller || on == CommitOn::AnyThread) && !committing && !failure && committed < count && done[committed]) {
         commit_head(lk);
-        cv.notify_all();  // a failure ends the caller's wait
+        wake();  // a failure ends the caller's wait
         continue;
       }
       if (failure || committed == count) return;
       if (!stop && next < count && admit()) {
         run_next(lk);
-        cv.notify_all();
+        wake();
         continue;
       }
       if (!caller && (stop || next >= count)) return;
-      cv.wait(lk);
+      const uint64_t seen = changes.load(std::memory_order_relaxed);
+      if (poll.count() > 0) {
+        lk.unlock();
+        poll_until([&] { return changes.load(std::memory_order_acquire) != seen; }, poll);
+        lk.lock();
+      }
+      if (changes.load(std::memory_order_relaxed) == seen) cv.wait(lk);  // nothing changed while it polled
     }
   };
   // The calling thread runs loop(true), the helpers loop(false); a helper that cannot be had
@@ -114,8 +126,8 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
     {
       std::lock_guard<std::mutex> lk(mu);
       stop = true;
+      wake();
     }
-    cv.notify_all();
   });
   if (failure) std::rethrow_exception(failure);
 }
