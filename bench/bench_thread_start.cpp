@@ -85,7 +85,7 @@ double ordered_seconds(std::chrono::microseconds poll, std::vector<uint64_t>& su
         sums[i] = arithmetic(i, 20000);
         return bytes[i];
       },
-      [&](size_t i) { sums[i] = arithmetic(sums[i], 5000); }, gradcodec::CommitOn::AnyThread, poll);
+      [&](size_t i) { sums[i] = arithmetic(sums[i], 5000); }, gradcodec::CommitOn::AnyThread, 0, poll);
   return seconds_since(start);
 }
 

@@ -27,7 +27,7 @@ constexpr size_t kTrailerSize = 24;
 void put_tag(ByteWriter& w, const char* tag) { w.bytes(tag, 4); }
 
 std::vector<uint8_t> encode_meta(const TensorInfo& info, Storage storage, uint32_t variant,
-                                 const Streams& streams) {
+                                 const Streams& streams, std::span<const uint64_t> checksums) {
   std::vector<uint8_t> m;
   ByteWriter w(m);
   w.str16(info.name);
@@ -41,13 +41,15 @@ std::vector<uint8_t> encode_meta(const TensorInfo& info, Storage storage, uint32
   w.varint(variant);
   if (streams.all().size() > kMaxStreams) fail(ErrorCode::Internal, "too many streams");
   w.u8(static_cast<uint8_t>(streams.all().size()));
-  for (const auto& s : streams.all()) {
+  if (checksums.size() != streams.all().size()) fail(ErrorCode::Internal, "a checksum per stream expected");
+  for (size_t k = 0; k < streams.all().size(); ++k) {
+    const Stream& s = streams.all()[k];
     if (s.name.empty() || s.name.size() > 255) fail(ErrorCode::Internal, "bad stream name");
     w.u8(static_cast<uint8_t>(s.name.size()));
     w.bytes(s.name.data(), s.name.size());
     w.u8(s.width);
     w.u64(s.view().size());
-    w.u64(xxh3(s.view().data(), s.view().size()));
+    w.u64(checksums[k]);
   }
   return m;
 }
@@ -141,10 +143,22 @@ void ContainerWriter::begin_frame(const FrameInfo& f) {
   impl_->section("FRAM", p, false);
 }
 
+std::vector<uint64_t> stream_checksums(const Streams& streams) {
+  std::vector<uint64_t> sums;
+  sums.reserve(streams.all().size());
+  for (const auto& s : streams.all()) sums.push_back(xxh3(s.view().data(), s.view().size()));
+  return sums;
+}
+
 void ContainerWriter::add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams) {
+  add(info, storage, variant, streams, stream_checksums(streams));
+}
+
+void ContainerWriter::add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams,
+                          std::span<const uint64_t> checksums) {
   if (!impl_->in_frame) fail(ErrorCode::Internal, "ContainerWriter::add outside a frame");
   uint64_t start = impl_->out.position();
-  impl_->section("TREC", encode_meta(info, storage, variant, streams), false);
+  impl_->section("TREC", encode_meta(info, storage, variant, streams, checksums), false);
   for (const auto& s : streams.all()) impl_->out.write(s.view().data(), s.view().size());
   impl_->frames.back().records.emplace_back(start, impl_->out.position() - start);
 }

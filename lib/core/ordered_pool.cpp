@@ -11,7 +11,8 @@
 namespace gradcodec {
 
 void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<uint64_t(size_t)>& work,
-                 const std::function<void(size_t)>& commit, CommitOn on, std::chrono::microseconds poll) {
+                 const std::function<void(size_t)>& commit, CommitOn on, uint64_t min_slack,
+                 std::chrono::microseconds poll) {
   const size_t count = bytes.size();
   if (threads <= 1 || count <= 1) {
     for (size_t i = 0; i < count; ++i) {
@@ -23,7 +24,7 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
   // A byte budget rather than a count keeps small items (biases) from stalling the pool, and no
   // more big items are in flight than there are threads.
   const uint64_t largest = *std::max_element(bytes.begin(), bytes.end());
-  const uint64_t budget = threads * largest + largest / 2;
+  const uint64_t budget = threads * largest + std::max(largest / 2, min_slack);
   const size_t most = 16 * static_cast<size_t>(threads);
   std::vector<char> done(count, 0);
   std::vector<uint64_t> held(bytes.begin(), bytes.end());  // what each item is counted for in in_flight

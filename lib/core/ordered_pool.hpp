@@ -17,16 +17,17 @@ namespace gradcodec {
 // finished item at the head before it takes an item to work on; with CommitOn::Caller only the
 // calling thread commits (so a finished item can wait for the end of the caller's own work(j)),
 // with CommitOn::AnyThread the thread that finishes the head item commits it and the finished
-// items behind it. Items are started in order. bytes[i] is the memory item i holds while work(i) runs; work(i) returns what
-// it still holds from then to the end of commit(i) (an encoder's records are far smaller than
-// its tensors; more than bytes[i] counts as bytes[i]). Items started and not yet committed hold
-// at most (threads + ½) × max(bytes) by that count, and at most 16 × threads of them run or wait
-// at a time — except that the next item to commit is always started, so any item can run
-// whatever its size. (The bytes are the bound that matters; the count caps the number of
-// items of a few bytes each, and of items counted as 0 bytes — the encoder's non-float arrays,
-// whose size their TensorInfo does not give. At 4 × threads it bound on a snapshot of conv weights and biases:
-// the items behind a record being written were all finished, so a thread slept, and waking a
-// sleeping thread took 0.1–0.4 ms on the 2-vCPU VM of docs/performance.md.)
+// items behind it. Items are started in order. bytes[i] is the memory item i holds while
+// work(i) runs; work(i) returns what it still holds from then to the end of commit(i) (a lossy
+// encoder's records are far smaller than its tensors; more than bytes[i] counts as bytes[i]).
+// Items started and not yet committed hold at most threads × max(bytes) + max(½ × max(bytes),
+// min_slack) by that count, and at most 16 × threads of them run or wait at a time — except
+// that the next item to commit is always started, so any item can run whatever its size. (The
+// bytes are the bound that matters; the count caps the number of items of a few bytes each, and
+// of items counted as 0 bytes — the encoder's non-float arrays, whose size their TensorInfo does
+// not give. At 4 × threads it bound on a snapshot of conv weights and biases: the items behind a
+// record being written were all finished, so a thread slept, and waking a sleeping thread took
+// 0.1–0.4 ms on the 2-vCPU VM of docs/performance.md.)
 //
 // An exception thrown by work(i) is rethrown in order, in place of commit(i): the items before
 // i are committed first, no item is started after the failure is seen, and the items already
@@ -43,11 +44,16 @@ enum class CommitOn {
               // so no finished record waits for the caller's own tensor)
 };
 //
+// min_slack lets finished items wait for their commit without stopping the other threads when
+// the tensors are small against a fixed allowance (the encoder passes 16 MiB: a lossless
+// record is nearly its tensor's size, and while one thread writes record i, the finished record
+// i+1 and the next items started would not fit in ½ × max(bytes) of slack).
+//
 // A thread with nothing to do (waiting to commit, or for room to start an item) polls for a
 // change for up to `poll` before it sleeps: waking a sleeping thread took 0.1–0.4 ms on the VM
 // of docs/performance.md. BM_ordered_pool compares the default with 0 (sleep at once).
 void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<uint64_t(size_t)>& work,
-                 const std::function<void(size_t)>& commit, CommitOn on = CommitOn::Caller,
+                 const std::function<void(size_t)>& commit, CommitOn on = CommitOn::Caller, uint64_t min_slack = 0,
                  std::chrono::microseconds poll = kHelperSpin);
 
 }  // namespace gradcodec

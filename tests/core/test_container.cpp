@@ -112,6 +112,45 @@ TEST_CASE("container: header, frames, records and streams read back as written",
   }
 }
 
+TEST_CASE("container writer: checksums computed ahead (the encoder's workers) give the same bytes", "[container]") {
+  const Tensor t = make_tensor("w", {3, 5}, gaussian(15, 3));
+  Streams streams;
+  streams.add("value", 4).bytes.assign(t.data.data(), t.data.data() + t.data.size());
+  streams.add("side").bytes = {1, 2, 3};
+  std::vector<uint64_t> sums = stream_checksums(streams);
+  REQUIRE(sums.size() == 2);
+  const ContainerHeader header = SequenceEncoder(Pipeline::parse("raw"), EncodeOptions{}).header("[]");
+  CHECK(sums[0] != sums[1]);
+  auto write = [&](bool ahead) {
+    const std::string path = temp_path(ahead ? "sums_ahead.gcz" : "sums_inline.gcz");
+    ContainerWriter w(path, true, header);
+    w.begin_frame({});
+    if (ahead) w.add(t.info, Storage::Pipeline, 0, streams, sums);
+    else w.add(t.info, Storage::Pipeline, 0, streams);
+    w.finish();
+    auto bytes = read_all(path);
+    std::filesystem::remove(path);
+    return bytes;
+  };
+  const auto inline_bytes = write(false);
+  CHECK(write(true) == inline_bytes);
+  ContainerReader r(InputFile::from_bytes(inline_bytes, "mem.gcz"));
+  const RecordMeta m = r.record(0, 0);
+  REQUIRE(m.streams.size() == 2);
+  CHECK(m.streams[0].checksum == sums[0]);
+  CHECK(m.streams[1].checksum == sums[1]);
+  // One checksum short: refused as an internal error, nothing written.
+  const std::string path = temp_path("sums_short.gcz");
+  ContainerWriter w(path, true, header);
+  w.begin_frame({});
+  try {
+    w.add(t.info, Storage::Pipeline, 0, streams, std::span<const uint64_t>(sums).first(1));
+    FAIL("a missing checksum was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Internal);
+  }
+}
+
 TEST_CASE("container: every truncation is refused as corrupt", "[container][corrupt]") {
   auto bytes = make_container("zstd(level=1)", small_frames());
   for (size_t cut = 0; cut < bytes.size(); ++cut) {

@@ -220,40 +220,59 @@ TEST_CASE("run_ordered: what a finished item no longer holds admits the next one
   }
 }
 
-TEST_CASE("run_ordered: 16 x threads items that hold nothing run behind a slow head item, and no more",
-          "[pool]") {
-  // Two threads; item 0 runs until 31 items behind it have been worked (at most 10 s, never a
-  // hang), then gives the other thread 50 ms more. Items 1.. keep nothing once worked, so the
-  // byte budget never binds: the count does. 16 × 2 = 32 items may be started and not committed,
-  // item 0 among them, so exactly 31 are worked before item 0 finishes. (With a cap of 4 ×
-  // threads, as before, only 7 could be, and the other thread slept: on a snapshot of conv
-  // weights and their biases it did, every few tensors.)
-  for (CommitOn on : kModes) {
-    INFO("commit on " << (on == CommitOn::Caller ? "caller" : "any thread"));
-    const size_t n = 60;
-    std::vector<uint64_t> bytes(n, 100);
-    std::mutex mu;
-    std::condition_variable cv;
-    size_t worked_past = 0, seen_after_wait = 0;
-    bool reached = false;
-    run_ordered(
-        bytes, 2,
-        [&](size_t i) -> uint64_t {
-          std::unique_lock<std::mutex> lk(mu);
-          if (i == 0) {
-            reached = cv.wait_for(lk, std::chrono::seconds(10), [&] { return worked_past >= 31; });
-            cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return worked_past > 31; });
-            seen_after_wait = worked_past;
-            return 0;
-          }
+namespace {
+
+// Two threads over n items of 100 bytes; item 0 runs until `behind` items after it have been
+// worked (at most 10 s, never a hang), then gives the other thread 50 ms more. Items 1.. keep
+// all their bytes until their commit when `hold`, nothing once worked otherwise. Returns how
+// many items item 0 saw worked when it finished, or 0 if they never came.
+size_t worked_behind_slow_head(size_t n, size_t behind, bool hold, CommitOn on, uint64_t min_slack) {
+  std::vector<uint64_t> bytes(n, 100);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t worked_past = 0, seen = 0;
+  bool reached = false;
+  run_ordered(
+      bytes, 2,
+      [&](size_t i) -> uint64_t {
+        std::unique_lock<std::mutex> lk(mu);
+        if (i == 0) {
+          reached = cv.wait_for(lk, std::chrono::seconds(10), [&] { return worked_past >= behind; });
+          cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return worked_past > behind; });
+          seen = worked_past;
+        } else {
           ++worked_past;
           cv.notify_all();
-          return 0;
-        },
-        [&](size_t) {}, on);
-    CHECK(reached);
-    CHECK(seen_after_wait == 31);
-    CHECK(worked_past == n - 1);
+        }
+        return hold ? bytes[i] : 0;
+      },
+      [&](size_t) {}, on, min_slack);
+  CHECK(worked_past == n - 1);
+  return reached ? seen : 0;
+}
+
+}  // namespace
+
+TEST_CASE("run_ordered: 16 x threads items that hold nothing run behind a slow head item, and no more",
+          "[pool]") {
+  // Items 1.. keep nothing once worked, so the byte budget never binds: the count does. 16 × 2 =
+  // 32 items may be started and not committed, item 0 among them, so exactly 31 are worked
+  // before item 0 finishes. (With a cap of 4 × threads, as before, only 7 could be, and the
+  // other thread slept: on a snapshot of conv weights and their biases it did, every few
+  // tensors.)
+  for (CommitOn on : kModes) {
+    INFO("commit on " << (on == CommitOn::Caller ? "caller" : "any thread"));
+    CHECK(worked_behind_slow_head(60, 31, false, on, 0) == 31);
+  }
+}
+
+TEST_CASE("run_ordered: min_slack raises the budget above threads x largest + largest / 2", "[pool]") {
+  // Items that hold their 100 bytes until their commit: budget 200 + max(50, min_slack). 250
+  // admits one item behind item 0 (a min_slack under 50 changes nothing); 650 admits five.
+  for (CommitOn on : kModes)
+  for (auto [slack, behind] : {std::pair<uint64_t, size_t>{0, 1}, {40, 1}, {450, 5}}) {
+    INFO("commit on " << (on == CommitOn::Caller ? "caller" : "any thread") << ", min_slack " << slack);
+    CHECK(worked_behind_slow_head(20, behind, true, on, slack) == behind);
   }
 }
 

@@ -66,6 +66,9 @@ struct RecordMeta {
   uint64_t stream_bytes() const noexcept;
 };
 
+// The XXH3-64 checksum of each stream, in order: what a record's metadata stores.
+std::vector<uint64_t> stream_checksums(const Streams& streams);
+
 class ContainerWriter {
  public:
   // Opens the output (temp file + rename; "-" = stdout) and writes preamble and header.
@@ -73,6 +76,11 @@ class ContainerWriter {
   ~ContainerWriter();
   void begin_frame(const FrameInfo& frame);
   void add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams);
+  // The same, with the streams' checksums computed beforehand by stream_checksums(streams) (the
+  // encoder's workers do it in parallel, so the writer, used one record at a time, only writes).
+  // A count that does not match the streams is refused (Internal).
+  void add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams,
+           std::span<const uint64_t> checksums);
   // Registers a pipeline variant (canonical JSON); returns its id (≥ 1). Same JSON, same id.
   uint32_t variant(const std::string& pipeline_json);
   // Writes footer and trailer and moves the file into place.
