@@ -24,6 +24,13 @@
 //   enc_per_read                   median of each one-thread encode speed ÷ the read speed on its CPU
 //   enc_speedup, read_speedup      median of each iteration's faster 1-thread time ÷ 2-thread time
 //   enc1_cpu_spread                median of each iteration's slower ÷ faster 1-thread encode time
+//   enc_speedup_model              median over the iterations of 1 ÷ (f ÷ read speed-up + (1 − f) ÷ 2),
+//                                  f = 1-thread read time ÷ 1-thread encode time: the speed-up of an
+//                                  encoder that reads its input at the read pass's speed and then
+//                                  computes, its reading sped up by two threads as the read pass
+//                                  was and the rest halved. Where the read pass gains little (memory
+//                                  bandwidth), an encoder that reads near its speed cannot gain much
+//                                  more.
 //   cpus                           the CPUs the one-thread runs were pinned to
 // The reported time is the one-thread encode's. Every encode must write the same number of
 // bytes (one seed, any thread count): otherwise the benchmark stops with an error.
@@ -209,10 +216,12 @@ void snapshot_encode(benchmark::State& state, const std::string& pipeline) {
     state.SetIterationTime(e1.back());
   }
   std::filesystem::remove(path);
-  std::vector<double> enc_up, read_up;
+  std::vector<double> enc_up, read_up, model;
   for (size_t i = 0; i < e1.size(); ++i) {
     enc_up.push_back(e1[i] / e2[i]);
     read_up.push_back(r1[i] / r2[i]);
+    const double f = std::min(1.0, r1[i] / e1[i]);
+    model.push_back(1 / (f / read_up.back() + (1 - f) / 2));
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.bytes));
   state.counters["read_GBps"] = gb / median(r1);
@@ -222,6 +231,7 @@ void snapshot_encode(benchmark::State& state, const std::string& pipeline) {
   state.counters["enc_per_read"] = median(per_read);
   state.counters["enc_speedup"] = median(enc_up);
   state.counters["read_speedup"] = median(read_up);
+  state.counters["enc_speedup_model"] = median(model);
   state.counters["cpus"] = static_cast<double>(cpus.size());
   state.counters["enc1_cpu_spread"] = median(spread);
   state.counters["ratio"] = static_cast<double>(s.bytes) / static_cast<double>(first);

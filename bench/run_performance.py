@@ -395,13 +395,17 @@ def main():
              "threads (each taking the next tensor) and the encode on two threads; *speed-up* is the median of each "
              "iteration's faster 1-thread time ÷ 2-thread time, for the encode and for the read pass (what two "
              "threads can give an encoder that only reads); *vCPU spread* is the slower vCPU's one-thread encode "
-             f"time ÷ the faster's. Medians of {snap_reps} processes of 15 iterations.\n")
+             "time ÷ the faster's; *read-share model* is 1 ÷ (f ÷ read speed-up + (1 − f) ÷ 2) with f = read time "
+             "÷ encode time on one thread: what an encoder that reads its input at the read pass's speed, then "
+             "computes, gets when its reading gains what the read pass gained and the rest is halved. "
+             f"Medians of {snap_reps} processes of 15 iterations.\n")
     L.append("| preset | encode GB/s, 1 thread | 2 threads | speed-up | read pass GB/s, 1 thread | 2 threads | "
-             "read speed-up | vCPU spread |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+             "read speed-up | read-share model | vCPU spread |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     L += snapshot_rows(like_many, lambda b: [f"{b['enc_GBps']:.2f}", f"{b['enc2_GBps']:.2f}", f"{b['enc_speedup']:.2f}×",
                                              f"{b['read_GBps']:.2f}", f"{b['read2_GBps']:.2f}",
-                                             f"{b['read_speedup']:.2f}×", f"{b.get('enc1_cpu_spread', 1):.2f}"])
+                                             f"{b['read_speedup']:.2f}×", f"{b.get('enc_speedup_model', 0):.2f}×",
+                                             f"{b.get('enc1_cpu_spread', 1):.2f}"])
     L.append("\nOn the VGG16 snapshot itself (32 tensors, five of 2.36M parameters holding 80% of them), one "
              "round, the medians of the one-core table above against 2 threads:\n")
     L.append("| preset | encode MB/s, 1 thread | 2 threads | speed-up | same bytes |")
