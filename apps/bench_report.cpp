@@ -111,9 +111,10 @@ std::string name_cell(const BenchRow& r, size_t index, bool md) {
   return tag + name.substr(0, kNameColumn - tag.size() - 1) + "~";
 }
 
-// A speed with its mark: '!' when the row's runs spread more than kSpreadMark, else a space.
-std::string speed_cell(double mbps, double spread) {
-  return format("%.1f%s", mbps, spread > kSpreadMark ? "!" : " ");
+// A speed with its mark: '!' when the row's runs spread more than kSpreadMark, else (text tables,
+// to keep the column aligned) a space.
+std::string speed_cell(double mbps, double spread, bool md) {
+  return format("%.1f%s", mbps, spread > kSpreadMark ? "!" : md ? "" : " ");
 }
 
 // The bias column: the estimate with its standard error and z when the seeds show a bias, else
@@ -153,7 +154,7 @@ void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchC
   const char* h1 = md ? "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n"
                       : "%-26s %8s %8s %7s %7s %7s %6s %9s %8s %9s %7s %10s %10s %7s\n";
   std::fprintf(out, h1, "pipeline", "ratio", "bits/p", "index", "value", "sc+side", "ovh", "rel L2", "cosine",
-               md ? "max\\|err\\|" : "max|err|", "sign%", "enc MB/s ", "dec MB/s ", "runs");
+               md ? "max\\|err\\|" : "max|err|", "sign%", md ? "enc MB/s" : "enc MB/s ", md ? "dec MB/s" : "dec MB/s ", "runs");
   if (md) std::fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   bool marked = false;
   for (size_t n = 0; n < rows.size(); ++n) {
@@ -167,8 +168,8 @@ void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchC
                  fig(j["bits_scale_side"], "%.4f").c_str(), fig(j["bits_overhead"], "%.4f").c_str(),
                  j["rel_l2"].get<double>(), j["cosine"].get<double>(),
                  j["max_abs_error"].get<double>(), 100.0 * j["sign_agreement"].get<double>(),
-                 speed_cell(j["encode_mbps"].get<double>(), r.encode_spread).c_str(),
-                 speed_cell(j["decode_mbps"].get<double>(), r.decode_spread).c_str(),
+                 speed_cell(j["encode_mbps"].get<double>(), r.encode_spread, md).c_str(),
+                 speed_cell(j["decode_mbps"].get<double>(), r.decode_spread, md).c_str(),
                  format("%zu/%zu", r.encode_s.size(), r.decode_s.size()).c_str());
   }
   if (marked)
