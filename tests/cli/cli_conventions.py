@@ -42,6 +42,14 @@ def test_sources_name_papers_by_authors_and_year():
             # a source that points into a paper (a section, algorithm, table, figure) names it
             if re.search(r"§|Alg|Table|Fig|et al", src):
                 assert cite.search(src), (r["name"], src)
+    # the documentation cites the same way
+    root = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), "..", "..")
+    docs = [os.path.join(root, "README.md")] + [os.path.join(root, "docs", f) for f in os.listdir(os.path.join(root, "docs"))
+                                                if f.endswith(".md")]
+    docs += [os.path.join(root, "docs", "stages.d", f) for f in os.listdir(os.path.join(root, "docs", "stages.d"))]
+    for d in docs:
+        found = re.findall(r"seed (?:\d{3}|NNN)\b", open(d).read())
+        assert not found, (d, found)
     text = run("list", "stages")[0].decode()
     assert "seed 00" not in text
     assert "Wu, Yang, Zou et al. 2023 (BIRD+" in text and "Ozfatura, Ozfatura & Gündüz 2021 (TCS)" in text
