@@ -8,6 +8,8 @@
 
 namespace gradcodec::cli {
 
+std::string md_cell(const std::string& s);
+
 namespace {
 
 using nlohmann::ordered_json;
@@ -54,6 +56,9 @@ ordered_json row_fields(const BenchRow& r) {
   j["encode_seconds_median"] = t_enc;
   j["decode_seconds_median"] = r.decode_median;
   j["runs"] = r.encode_s.size();
+  j["decode_runs"] = r.decode_s.size();
+  j["encode_spread"] = r.encode_spread;
+  j["decode_spread"] = r.decode_spread;
   double total = r.container_ns;
   for (double v : r.times.ns) total += v;
   auto share = [&](double v) { return total > 0 ? v / total : 0.0; };
@@ -64,7 +69,13 @@ ordered_json row_fields(const BenchRow& r) {
   j["time_lossless"] = share(r.times.of(StageKind::Lossless));
   j["time_container"] = share(r.container_ns);
   j["seeds"] = r.seeds;
-  j["bias"] = r.bias >= 0 ? ordered_json(r.bias) : ordered_json(nullptr);
+  auto num = [&](double v) { return r.bias.valid && std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); };
+  j["bias"] = num(r.bias.bias);
+  j["bias_z"] = num(r.bias.z);
+  j["bias_sq"] = num(r.bias.excess);
+  j["bias_sq_se"] = num(r.bias.excess_se);
+  j["bias_raw"] = num(r.bias.raw);
+  j["bias_noise"] = num(r.bias.noise);
   j["rel_l2_mean"] = r.rel_l2_mean;
   j["rel_l2_std"] = r.rel_l2_std;
   return j;
@@ -77,6 +88,49 @@ ordered_json stats_json(const StageStats& stats) {
   for (const auto& s : stats)
     j[s.name] = {{"value", s.value()}, {"num", s.num}, {"den", s.den}, {"formula", s.formula}};
   return j;
+}
+
+// Rows whose runs spread more than this (slowest / fastest) are marked '!' in the table.
+constexpr double kSpreadMark = 2.0;
+constexpr size_t kNameColumn = 26;
+
+std::string full_name(const BenchRow& r) {
+  std::string name = r.label == "pipeline" ? r.pipeline : r.label;
+  if (!r.sweep.empty()) name += " [" + r.sweep + "]";
+  return name;
+}
+
+// The first column of the text tables: the name when it fits, else "#N " and its start, N the
+// row's number in the list of names in full printed below the tables (two rows differing only
+// past the column's width must not look the same).
+std::string name_cell(const BenchRow& r, size_t index, bool md) {
+  std::string name = full_name(r);
+  if (md) return md_cell(name);
+  if (name.size() <= kNameColumn) return name;
+  std::string tag = "#" + std::to_string(index + 1) + " ";
+  return tag + name.substr(0, kNameColumn - tag.size() - 1) + "~";
+}
+
+// A speed with its mark: '!' when the row's runs spread more than kSpreadMark, else (text tables,
+// to keep the column aligned) a space.
+std::string speed_cell(double mbps, double spread, bool md) {
+  return format("%.1f%s", mbps, spread > kSpreadMark ? "!" : md ? "" : " ");
+}
+
+// The bias column: the estimate with its standard error and z when the seeds show a bias, else
+// that none was found (SeedBias).
+std::string bias_text(const BenchRow& r) {
+  if (r.deterministic) return "deterministic";
+  if (!r.bias.valid) return "stochastic (use --seeds N)";
+  const SeedBias& b = r.bias;
+  std::string out;
+  if (std::isnan(b.z))
+    out = format("bias %.3g (no seed noise)", b.bias);
+  else if (b.z >= 3)
+    out = format("bias %.3g +- %.2g (z %.0f)", b.bias, b.excess_se / (2 * b.bias), b.z);
+  else
+    out = format("bias ~0 (z %.1f, within the seeds' noise %.3g)", b.z, b.noise);
+  return out + format(", rel L2 %.3g +- %.2g (%u seeds)", r.rel_l2_mean, r.rel_l2_std, r.seeds);
 }
 
 }  // namespace
@@ -97,50 +151,47 @@ void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchC
   for (const auto& i : ctx.inputs) in += (in.empty() ? "" : " ") + i;
   std::fprintf(out, "%sgradcodec bench: %zu frame(s) from %s; %u thread(s); median of >= %u runs and >= %.2g s\n\n",
                md ? "" : "", ctx.frames, in.c_str(), ctx.threads, ctx.repeat, ctx.min_time);
-  const char* h1 = md ? "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n"
-                      : "%-26s %8s %8s %7s %7s %7s %6s %9s %8s %9s %7s %9s %9s\n";
+  const char* h1 = md ? "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n"
+                      : "%-26s %8s %8s %7s %7s %7s %6s %9s %8s %9s %7s %10s %10s %7s\n";
   std::fprintf(out, h1, "pipeline", "ratio", "bits/p", "index", "value", "sc+side", "ovh", "rel L2", "cosine",
-               md ? "max\\|err\\|" : "max|err|", "sign%", "enc MB/s", "dec MB/s");
-  if (md) std::fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const auto& r : rows) {
+               md ? "max\\|err\\|" : "max|err|", "sign%", md ? "enc MB/s" : "enc MB/s ", md ? "dec MB/s" : "dec MB/s ", "runs");
+  if (md) std::fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  bool marked = false;
+  for (size_t n = 0; n < rows.size(); ++n) {
+    const BenchRow& r = rows[n];
     ordered_json j = row_fields(r);
-    std::string name = r.label == "pipeline" ? r.pipeline : r.label;
-    if (!r.sweep.empty()) name += " [" + r.sweep + "]";
-    if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
-    if (md) name = md_cell(name);
-    const char* f = md ? "| %s | %.2f | %s | %s | %s | %s | %s | %.3g | %.5f | %.3g | %.1f | %.1f | %.1f |\n"
-                       : "%-26s %8.2f %8s %7s %7s %7s %6s %9.3g %8.5f %9.3g %7.1f %9.1f %9.1f\n";
-    std::fprintf(out, f, name.c_str(), j["ratio"].get<double>(), fig(j["bits_per_param"], "%.4f").c_str(),
+    const char* f = md ? "| %s | %.2f | %s | %s | %s | %s | %s | %.3g | %.5f | %.3g | %.1f | %s | %s | %s |\n"
+                       : "%-26s %8.2f %8s %7s %7s %7s %6s %9.3g %8.5f %9.3g %7.1f %10s %10s %7s\n";
+    marked |= r.encode_spread > kSpreadMark || r.decode_spread > kSpreadMark;
+    std::fprintf(out, f, name_cell(r, n, md).c_str(), j["ratio"].get<double>(), fig(j["bits_per_param"], "%.4f").c_str(),
                  fig(j["bits_index"], "%.4f").c_str(), fig(j["bits_value"], "%.4f").c_str(),
                  fig(j["bits_scale_side"], "%.4f").c_str(), fig(j["bits_overhead"], "%.4f").c_str(),
                  j["rel_l2"].get<double>(), j["cosine"].get<double>(),
                  j["max_abs_error"].get<double>(), 100.0 * j["sign_agreement"].get<double>(),
-                 j["encode_mbps"].get<double>(), j["decode_mbps"].get<double>());
+                 speed_cell(j["encode_mbps"].get<double>(), r.encode_spread, md).c_str(),
+                 speed_cell(j["decode_mbps"].get<double>(), r.decode_spread, md).c_str(),
+                 format("%zu/%zu", r.encode_s.size(), r.decode_s.size()).c_str());
   }
+  if (marked)
+    std::fprintf(out, "! = the row's timed runs spread more than %.0fx (slowest / fastest): the machine was busy; "
+                      "the median holds, but rerun to trust it\n", kSpreadMark);
   std::fprintf(out, "\n");
   const char* h2 = md ? "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n"
                       : "%-26s %7s %7s %7s %9s %7s %7s %7s %7s %7s %s\n";
   std::fprintf(out, h2, "pipeline", "kept%", "idx CR", "val CR", "thr MB/s", "xform%", "spars%", "quant%", "index%",
                "lossl%", "bias over seeds / error spread");
   if (md) std::fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
-  for (const auto& r : rows) {
+  for (size_t n = 0; n < rows.size(); ++n) {
+    const BenchRow& r = rows[n];
     ordered_json j = row_fields(r);
-    std::string name = r.label == "pipeline" ? r.pipeline : r.label;
-    if (!r.sweep.empty()) name += " [" + r.sweep + "]";
-    if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
-    if (md) name = md_cell(name);
-    std::string bias = r.deterministic ? "deterministic"
-                       : r.seeds > 1   ? format("bias %.3g, rel L2 %.3g +- %.2g (%u seeds)", r.bias, r.rel_l2_mean,
-                                                r.rel_l2_std, r.seeds)
-                                       : "stochastic (use --seeds N)";
     const char* f = md ? "| %s | %s | %s | %s | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n"
                        : "%-26s %7s %7s %7s %9.1f %7.0f %7.0f %7.0f %7.0f %7.0f %s\n";
     const ordered_json& kf = j["kept_fraction"];
-    std::fprintf(out, f, name.c_str(), kf.is_null() ? "-" : format("%.3f", 100.0 * kf.get<double>()).c_str(),
+    std::fprintf(out, f, name_cell(r, n, md).c_str(), kf.is_null() ? "-" : format("%.3f", 100.0 * kf.get<double>()).c_str(),
                  fig(j["index_cr"], "%.1f").c_str(), fig(j["value_cr"], "%.1f").c_str(), j["throughput_mbps"].get<double>(),
                  100 * j["time_transform"].get<double>(), 100 * j["time_sparsify"].get<double>(),
                  100 * j["time_quantize"].get<double>(), 100 * j["time_index"].get<double>(),
-                 100 * j["time_lossless"].get<double>(), bias.c_str());
+                 100 * j["time_lossless"].get<double>(), bias_text(r).c_str());
   }
   StageStats names;  // every figure reported by some row, for the legend
   for (const auto& r : rows) merge_stats(names, r.stats);
@@ -149,8 +200,7 @@ void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchC
     if (md) std::fprintf(out, "| pipeline | figures |\n|---|---|\n");
     for (const auto& r : rows) {
       if (r.stats.empty()) continue;
-      std::string name = r.label == "pipeline" ? r.pipeline : r.label;  // in full: rows differ late
-      if (!r.sweep.empty()) name += " [" + r.sweep + "]";
+      std::string name = full_name(r);  // in full: rows differ late
       if (md) name = md_cell(name);
       std::string figs;
       for (const auto& st : r.stats)
@@ -160,25 +210,34 @@ void print_table(std::FILE* out, const std::vector<BenchRow>& rows, const BenchC
   }
   if (ctx.frames > 1) {
     std::fprintf(out, "\nper frame: ratio (rel L2)\n");
-    for (const auto& r : rows) {
-      std::string name = r.label == "pipeline" ? r.pipeline : r.label;
-      if (!r.sweep.empty()) name += " [" + r.sweep + "]";
-      if (!md && name.size() > 26) name = name.substr(0, 25) + "~";
-    if (md) name = md_cell(name);
-      std::fprintf(out, md ? "| %s |" : "%-26s", name.c_str());
-      for (const auto& f : r.frames)
+    for (size_t n = 0; n < rows.size(); ++n) {
+      std::fprintf(out, md ? "| %s |" : "%-26s", name_cell(rows[n], n, md).c_str());
+      for (const auto& f : rows[n].frames)
         std::fprintf(out, md ? " %.2f (%.3g) |" : " %8.2f (%-9.3g)",
                      f.record_bytes ? double(f.input_bytes) / f.record_bytes : 0.0, f.err.rel_l2());
       std::fprintf(out, "\n");
+    }
+  }
+  if (!md) {  // the names the tables cut, in full
+    bool header = false;
+    for (size_t n = 0; n < rows.size(); ++n) {
+      const std::string name = full_name(rows[n]);
+      if (name.size() <= kNameColumn) continue;
+      if (!header) std::fprintf(out, "\nrows in full\n");
+      header = true;
+      std::fprintf(out, "#%zu %s\n", n + 1, name.c_str());
     }
   }
   std::fprintf(out,
       "\nratio = input bytes (as stored dtype) / output bytes (whole container);  bits/p = 8 * output bytes / parameters\n"
       "index, value, sc+side (scale and side streams), ovh (container overhead = output - all streams): bits per parameter\n"
       "rel L2 = ||g - g^||2 / ||g||2;  cosine = g.g^ / (||g|| ||g^||);  max|err| = max |g - g^|;  sign%% = share with sign(g) == sign(g^), 0 counted as +\n"
-      "MB = 10^6 bytes of input;  enc/dec MB/s = input MB / median seconds;  thr = (input bytes - output bytes) / 10^6 / encode seconds (BIRD+'s (a - b)/T)\n"
+      "MB = 10^6 bytes of input;  enc/dec MB/s = input MB / median seconds of the row's timed runs;  runs = timed encodes/decodes;  "
+      "thr = (input bytes - output bytes) / 10^6 / encode seconds (BIRD+'s (a - b)/T)\n"
       "kept%% = values coded / parameters;  idx CR = 32 * kept / index bits;  val CR = 32 * kept / (value + scale bits)  (BIRD+ Fig. 10)\n"
-      "xform/spars/quant/index/lossl%% = share of encode time per stage kind (rest: container and I/O);  bias = ||mean over seeds of g^ - g|| / ||g||\n");
+      "xform/spars/quant/index/lossl%% = share of encode time per stage kind (rest: container and I/O)\n"
+      "bias = ||E g^ - g|| / ||g|| estimated over the seeds, their noise removed (+- its standard error);  z = bias^2 / its standard "
+      "error: an unbiased pipeline reads |z| < 3, 'bias ~0' (see docs/bench.md)\n");
   for (const auto& st : names) std::fprintf(out, "%s = %s\n", st.name.c_str(), st.formula.c_str());
 }
 

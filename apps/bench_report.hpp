@@ -10,7 +10,7 @@
 
 namespace gradcodec::cli {
 
-inline constexpr const char* kBenchSchema = "gradcodec-bench/1";
+inline constexpr const char* kBenchSchema = "gradcodec-bench/2";
 
 struct BenchContext {
   std::vector<std::string> inputs;

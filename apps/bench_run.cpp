@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <unistd.h>
 
 namespace gradcodec::cli {
@@ -14,6 +15,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// max / min of the runs: > 2 says the machine disturbed the row's runs (docs/bench.md).
+double spread(const std::vector<double>& v) {
+  if (v.empty()) return 1;
+  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return *lo > 0 ? *hi / *lo : 1;
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -29,7 +37,7 @@ struct EncodeResult {
 };
 
 EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, const BenchSettings& s,
-                        const std::string& path, bool timed) {
+                        const std::string& path, bool timed, double stall = 0) {
   EncodeResult r;
   EncodeOptions eo;
   eo.seed = seed;
@@ -54,6 +62,7 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
     r.outcomes.push_back(enc.encode_frame(src, w));
   }
   w.finish();
+  if (stall > 0) std::this_thread::sleep_for(std::chrono::duration<double>(stall));
   r.seconds = seconds_since(start);
   r.bytes = w.bytes_written();
   return r;
@@ -163,9 +172,14 @@ BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, cons
 
   // Timed runs: at least `repeat` runs and `min_time` seconds each for encode and decode; every
   // decoded run is checked against the first (same seed: same bytes, same tensors).
+  // Test hook: GRADCODEC_TEST_SLOW_RUN=S stalls the first timed encode S seconds, as a machine
+  // busy elsewhere would, to show the median ignores one slow run and the row is marked
+  // (tests/cli/cli_bench_figures.py).
+  const char* slow = std::getenv("GRADCODEC_TEST_SLOW_RUN");
+  const double stall = slow ? std::atof(slow) : 0.0;
   auto loop_start = Clock::now();
   while (row.encode_s.size() < s.repeat || seconds_since(loop_start) < s.min_time) {
-    EncodeResult r = encode_all(pipeline, frames, 0, s, path, false);
+    EncodeResult r = encode_all(pipeline, frames, 0, s, path, false, row.encode_s.empty() ? stall : 0.0);
     if (r.bytes != first.bytes)
       fail(ErrorCode::Mismatch, "bench: '" + row.pipeline + "': encoding is not deterministic");
     row.encode_s.push_back(r.seconds);
@@ -181,13 +195,16 @@ BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, cons
   }
   row.encode_median = median(row.encode_s);
   row.decode_median = median(row.decode_s);
+  row.encode_spread = spread(row.encode_s);
+  row.decode_spread = spread(row.decode_s);
   row.container_ns = std::max(0.0, first.seconds * 1e9 - stage_ns);
 
   // Seeds: bias of the mean reconstruction and spread of the error (stochastic pipelines only).
   row.seeds = row.deterministic ? 1 : std::max(1u, s.seeds);
   row.rel_l2_mean = row.err.rel_l2();
   if (row.seeds > 1) {
-    std::vector<std::vector<std::vector<double>>> sum(frames.size());
+    // Per element, Welford's running mean and sum of squared deviations over the seeds.
+    std::vector<std::vector<std::vector<double>>> avg(frames.size()), m2(frames.size());
     std::vector<double> errs;
     for (unsigned seed = 0; seed < row.seeds; ++seed) {
       Frames dec = decoded;
@@ -197,32 +214,59 @@ BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, cons
         dec = decode_all(path, sec);
       }
       ErrorMetrics all;
+      const double n = seed + 1;
       for (size_t f = 0; f < frames.size(); ++f) {
-        sum[f].resize(frames[f].size());
+        avg[f].resize(frames[f].size());
+        m2[f].resize(frames[f].size());
         for (size_t i = 0; i < frames[f].size(); ++i) {
           all.add(frames[f][i], dec[f][i]);
           std::vector<float> v(dec[f][i].elements());
           to_f32(dec[f][i].dtype(), dec[f][i].data.data(), v.size(), v.data());
-          auto& acc = sum[f][i];
-          acc.resize(v.size(), 0.0);
-          for (size_t k = 0; k < v.size(); ++k) acc[k] += v[k];
+          auto& mu = avg[f][i];
+          auto& sq = m2[f][i];
+          mu.resize(v.size(), 0.0);
+          sq.resize(v.size(), 0.0);
+          for (size_t k = 0; k < v.size(); ++k) {
+            const double delta = v[k] - mu[k];
+            mu[k] += delta / n;
+            sq[k] += delta * (v[k] - mu[k]);
+          }
         }
       }
       errs.push_back(all.rel_l2());
     }
-    double num = 0, den = 0;
+    // Over the elements k with m_k the mean of the seeds and s_k² their sample variance:
+    // excess·‖g‖² = Σ_k (m_k − g_k)² − s_k²/N, which is the mean over seed pairs s ≠ t of
+    // ⟨ĝ_s − g, ĝ_t − g⟩, a U-statistic; its variance, for elements coded independently given g,
+    // is Σ_k 4 b_k² σ_k²/N + 2 σ_k⁴/(N(N−1)) (b_k = E ĝ_k − g_k, σ_k² = Var ĝ_k), estimated with
+    // s_k² for σ_k² (s_k⁴ overestimates σ_k⁴: the error is conservative) and
+    // max(0, (m_k − g_k)² − s_k²/N) for b_k².
+    const double N = row.seeds;
+    double gg = 0, dd = 0, vv = 0, var_u = 0;
     for (size_t f = 0; f < frames.size(); ++f)
       for (size_t i = 0; i < frames[f].size(); ++i) {
         std::vector<float> g(frames[f][i].elements());
         to_f32(frames[f][i].dtype(), frames[f][i].data.data(), g.size(), g.data());
         for (size_t k = 0; k < g.size(); ++k) {
-          if (!std::isfinite(g[k])) continue;
-          double d = sum[f][i][k] / row.seeds - g[k];
-          num += d * d;
-          den += double(g[k]) * g[k];
+          const double d = avg[f][i][k] - g[k];
+          const double s2 = m2[f][i][k] / (N - 1);
+          if (!std::isfinite(g[k]) || !std::isfinite(d) || !std::isfinite(s2)) continue;
+          gg += double(g[k]) * g[k];
+          dd += d * d;
+          vv += s2 / N;
+          var_u += 4 * std::max(0.0, d * d - s2 / N) * s2 / N + 2 * s2 * s2 / (N * (N - 1));
         }
       }
-    row.bias = den > 0 ? std::sqrt(num / den) : 0.0;
+    SeedBias& b = row.bias;
+    b.valid = true;
+    if (gg > 0) {
+      b.raw = std::sqrt(dd / gg);
+      b.noise = std::sqrt(vv / gg);
+      b.excess = (dd - vv) / gg;
+      b.excess_se = std::sqrt(var_u) / gg;
+      b.z = b.excess_se > 0 ? b.excess / b.excess_se : b.excess == 0 ? 0.0 : std::nan("");
+      b.bias = std::sqrt(std::max(0.0, b.excess));
+    }
     double mean = 0;
     for (double e : errs) mean += e;
     mean /= errs.size();

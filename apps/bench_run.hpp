@@ -40,6 +40,22 @@ struct TensorFigures {
   StageStats stats;        // the stages' figures for this record (Stage::stream_stats)
 };
 
+// The bias of a stochastic pipeline, measured over N seeds (N >= 2). With m = mean_s ĝ_s and
+// s_k² the sample variance of element k over the seeds, the plain figure ‖m − g‖/‖g‖ (`raw`) is
+// not the bias: even an unbiased estimator gives E‖m − g‖² = Σ_k σ_k²/N, so at N = 3 a
+// high-variance unbiased stage (QSGD with few levels) reads larger than 1. `noise` is that floor,
+// sqrt(Σ s_k²/N)/‖g‖. `excess` = (‖m − g‖² − Σ s_k²/N)/‖g‖² is an unbiased estimate of the
+// squared relative bias ‖E ĝ − g‖²/‖g‖², `excess_se` its standard error (bench_run.cpp: exact
+// for elements coded independently given g, as QSGD and TernGrad do; conservative otherwise in
+// the cases measured). `z` = excess / excess_se reads within ±3 for an unbiased pipeline and
+// large for a biased one. `bias` = sqrt(max(0, excess)).
+struct SeedBias {
+  bool valid = false;
+  double raw = 0, noise = 0, excess = 0, excess_se = 0;
+  double z = 0;            // NaN when excess_se is 0 and excess is not (reported as null)
+  double bias = 0;
+};
+
 struct BenchRow {
   std::string label;       // preset name, or "pipeline"
   std::string pipeline;    // canonical text
@@ -51,11 +67,12 @@ struct BenchRow {
   ErrorMetrics err;
   std::vector<double> encode_s, decode_s;  // every timed run
   double encode_median = 0, decode_median = 0;
+  double encode_spread = 0, decode_spread = 0;  // slowest / fastest timed run (1 = no spread)
   StageTimes times;        // encode time per stage kind (one run)
   double container_ns = 0; // encode time outside the stages (I/O, container, checksums)
   StageStats stats;        // the stages' figures summed over every record (bloom's policy errors, ...)
   unsigned seeds = 1;
-  double bias = -1;        // ‖mean ĝ − g‖/‖g‖ over seeds; −1 when deterministic or seeds == 1
+  SeedBias bias;           // over the seeds; bias.valid is false when deterministic or seeds == 1
   double rel_l2_mean = 0, rel_l2_std = 0;
   std::vector<FrameFigures> frames;
   std::vector<TensorFigures> tensors;

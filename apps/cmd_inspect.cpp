@@ -15,6 +15,45 @@ namespace gradcodec::cli {
 
 namespace {
 
+// The dtype as numpy names it: `dtype.str` ("<f4", ">f8", "|b1") and `dtype.name` ("float32").
+// numpy has no bfloat16: its name is ml_dtypes' "bfloat16" and it has no descr (null); decoding
+// to NPY writes it as float32. A descr numpy names only by a longer rule (strings, structured,
+// datetimes) has a null name.
+nlohmann::ordered_json numpy_descr(const TensorInfo& info) {
+  const char order = info.big_endian ? '>' : '<';
+  switch (info.dtype) {
+    case DType::F16: return std::string(1, order) + "f2";
+    case DType::F32: return std::string(1, order) + "f4";
+    case DType::F64: return std::string(1, order) + "f8";
+    case DType::BF16: return nullptr;
+    case DType::Other: break;
+  }
+  return info.descr.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(info.descr);
+}
+
+nlohmann::ordered_json numpy_name(const TensorInfo& info) {
+  switch (info.dtype) {
+    case DType::F16: return "float16";
+    case DType::F32: return "float32";
+    case DType::F64: return "float64";
+    case DType::BF16: return "bfloat16";
+    case DType::Other: break;
+  }
+  const std::string& d = info.descr;  // "<i8": byte order, kind, size in bytes
+  if (d.size() < 3 || std::string("<>|=").find(d[0]) == std::string::npos) return nullptr;
+  const std::string size = d.substr(2);
+  if (size.find_first_not_of("0123456789") != std::string::npos || size.size() > 2) return nullptr;
+  const int bytes = std::stoi(size);
+  switch (d[1]) {
+    case 'b': return bytes == 1 ? nlohmann::ordered_json("bool") : nlohmann::ordered_json(nullptr);
+    case 'i': return "int" + std::to_string(8 * bytes);
+    case 'u': return "uint" + std::to_string(8 * bytes);
+    case 'f': return "float" + std::to_string(8 * bytes);
+    case 'c': return "complex" + std::to_string(8 * bytes);
+    default: return nullptr;
+  }
+}
+
 using nlohmann::ordered_json;
 
 struct InspectArgs {
@@ -79,6 +118,8 @@ int run_inspect(const InspectArgs& a) {
       t["name"] = m.info.name;
       t["shape"] = m.info.shape;
       t["dtype"] = fl ? dtype_name(m.info.dtype) : m.info.descr;
+      t["numpy_dtype"] = numpy_name(m.info);
+      t["numpy_descr"] = numpy_descr(m.info);
       t["storage"] = storage_name(m.storage);
       if (m.storage == Storage::Pipeline) {
         if (!variant_text.count(m.variant)) variant_text[m.variant] = short_stages(r.variants()[m.variant]);

@@ -1,4 +1,5 @@
 #include "common.hpp"
+#include "name_filter.hpp"
 #include "progress.hpp"
 
 #include <algorithm>
@@ -8,7 +9,6 @@
 #include <cstdarg>
 #include <cstdio>
 #include <map>
-#include <regex>
 #include <thread>
 
 #if defined(__GLIBC__)
@@ -130,28 +130,17 @@ std::string human_bytes(uint64_t n) {
   return format("%.2f GB", n / 1e9);
 }
 
-static std::regex compile(const std::string& re, const char* flag) {
-  try {
-    return std::regex(re, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    fail(ErrorCode::Usage, std::string(flag) + " '" + re + "' is not a valid regular expression");
-  }
-}
-
 OpenInput open_input(const std::string& path, const InputOptions& opt) {
   OpenInput in;
   in.path = path;
   in.reader = formats::open_snapshot(path);
-  std::optional<std::regex> inc, exc;
-  if (!opt.include.empty()) inc = compile(opt.include, "--include");
-  if (!opt.exclude.empty()) exc = compile(opt.exclude, "--exclude");
+  const NameFilter filter(opt.include, opt.exclude);
   for (const auto& note : in.reader->notes()) warn(path + ": " + note);
   const auto& arrays = in.reader->arrays();
   bool any_float = false;
   for (size_t i = 0; i < arrays.size(); ++i) {
     const TensorInfo& a = arrays[i];
-    if (inc && !std::regex_search(a.name, *inc)) continue;
-    if (exc && std::regex_search(a.name, *exc)) continue;
+    if (!filter.keeps(a.name)) continue;
     const std::string tensor = "tensor '" + a.name + "' (dtype " + (is_float(a.dtype) ? dtype_name(a.dtype) : a.descr) +
                                ", shape " + shape_string(a.shape) + ")";
     // Data the reader already knows it cannot read (HDF5 variable-length strings, references,
@@ -177,7 +166,7 @@ OpenInput open_input(const std::string& path, const InputOptions& opt) {
     in.selected.push_back(i);
   }
   if (!any_float) {
-    bool filtered = inc || exc;
+    const bool filtered = !opt.include.empty() || !opt.exclude.empty();
     fail(ErrorCode::Input, path + ": no floating-point tensor to encode" +
                                std::string(filtered ? " after --include/--exclude" : ""));
   }

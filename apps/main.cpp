@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -31,12 +32,43 @@ extern "C" void on_interrupt(int sig) {
   std::raise(sig);
 }
 
+// CLI11's help names an option's value by its C++ type and appends each check's description
+// ("--seed UINT:UINT", "--preset TEXT:TEXT", "--nonfinite TEXT:{refuse,raw}"). This formatter
+// shows one word instead: the choices when a check lists them, FILE for the files an option
+// writes, N for whole numbers, NUM for other numbers, TEXT otherwise; none for positionals and
+// flags, whose name says it all. (The option itself is unchanged, so CLI11's parse errors still
+// see the type: main() reads it to say what a value must be.)
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    std::string text = CLI::Formatter::make_option_opts(opt);
+    const std::string type = opt->get_type_name();
+    const std::string shown = " " + get_label(type);
+    if (type.empty() || text.rfind(shown, 0) != 0) return text;
+    return (opt->nonpositional() && !label(opt, type).empty() ? " " + label(opt, type) : "") + text.substr(shown.size());
+  }
+
+ private:
+  static std::string label(const CLI::Option* opt, const std::string& type) {
+    const size_t brace = type.find('{');
+    if (brace != std::string::npos) return type.substr(brace, type.find('}', brace) + 1 - brace);
+    const std::string base = type.substr(0, type.find(':'));
+    for (const char* file : {"output", "json", "csv"})
+      if (opt->check_lname(file)) return "FILE";
+    if (base == "UINT" || base == "INT") return "N";
+    if (base == "FLOAT") return "NUM";
+    if (base == "BOOLEAN") return "";
+    return "TEXT";
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   CLI::App app{"gradcodec — compress neural-network gradients into self-describing .gcz containers",
                "gradcodec"};
+  app.formatter(std::make_shared<HelpFormatter>());  // before the subcommands, which copy it
   app.require_subcommand(1);
   app.fallthrough();
   app.set_version_flag("--version", tool_version());

@@ -23,9 +23,10 @@ FIELDS = ["label", "pipeline", "sweep", "deterministic", "lossless", "parameters
           "input_bytes", "output_bytes", "ratio", "bits_per_param", "bits_index", "bits_value", "bits_scale_side",
           "bits_overhead", "index_cr", "value_cr", "overall_cr", "rel_l2", "cosine", "max_abs_error",
           "sign_agreement", "nonfinite_values", "encode_mbps", "decode_mbps", "throughput_mbps",
-          "encode_seconds_median", "decode_seconds_median", "runs", "time_transform", "time_sparsify",
-          "time_quantize", "time_index", "time_lossless", "time_container", "seeds", "bias", "rel_l2_mean",
-          "rel_l2_std"]
+          "encode_seconds_median", "decode_seconds_median", "runs", "decode_runs", "encode_spread",
+          "decode_spread", "time_transform", "time_sparsify",
+          "time_quantize", "time_index", "time_lossless", "time_container", "seeds", "bias", "bias_z", "bias_sq",
+          "bias_sq_se", "bias_raw", "bias_noise", "rel_l2_mean", "rel_l2_std"]
 
 
 def bench_json(*args):
@@ -37,7 +38,7 @@ def bench_json(*args):
 
 def test_json_fields_and_sizes_match_the_container():
     rep = bench_json(path("g.npz"), path("g2.npz"), "--preset", "lossless", "--preset", "fp16")
-    assert rep["schema"] == "gradcodec-bench/1"
+    assert rep["schema"] == "gradcodec-bench/2"
     assert rep["frames"] == 2
     assert [r["label"] for r in rep["rows"]] == ["lossless", "fp16"]
     for r in rep["rows"]:
@@ -250,7 +251,7 @@ def test_a_report_on_stdout_is_alone_there():
     # before, `--json -` wrote the table and then the JSON to stdout: no JSON reader took it
     out, err = run("bench", path("g.npz"), *FAST, "--json", "-")
     rep = json.loads(out)
-    assert rep["schema"] == "gradcodec-bench/1" and rep["rows"][0]["label"] == "lossless"
+    assert rep["schema"] == "gradcodec-bench/2" and rep["rows"][0]["label"] == "lossless"
     assert "ratio = input bytes" in err and "lossless" in err, err  # the table went to stderr
     out, err = run("bench", path("g.npz"), *FAST, "--csv", "-", "--json", path("side.json"))
     rows = list(csv.DictReader(out.decode().splitlines()))

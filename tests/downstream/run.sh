@@ -13,3 +13,24 @@ cmake -S "$src_dir/tests/downstream" -B "$work/build" -DCMAKE_PREFIX_PATH="$work
 cmake --build "$work/build" >/dev/null
 "$work/build/downstream"
 "$work/prefix/bin/gradcodec" list presets >/dev/null
+
+# pkg-config: the installed gradcodec.pc alone compiles and links the same program.
+pc=$(find "$work/prefix" -name gradcodec.pc -print -quit)
+test -f "$pc"
+export PKG_CONFIG_PATH
+PKG_CONFIG_PATH=$(dirname "$pc")
+test "$(pkg-config --modversion gradcodec)" = "$("$work/prefix/bin/gradcodec" --version | grep -o '[0-9][0-9.]*' | head -1)"
+# shellcheck disable=SC2046  # pkg-config's flags are words
+c++ -std=c++20 "$src_dir/tests/downstream/main.cpp" -o "$work/downstream-pc" $(pkg-config --cflags --libs gradcodec)
+"$work/downstream-pc"
+
+# The man page: rendered from the help text, one section per command, every option of each.
+man1="$work/prefix/share/man/man1/gradcodec.1"
+test -f "$man1"
+grep -q '^\.TH GRADCODEC 1' "$man1"
+for cmd in encode decode inspect bench merge list; do
+  grep -q "^\.SH COMMAND ${cmd^^}\$" "$man1"
+  for opt in $("$work/prefix/bin/gradcodec" "$cmd" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+    grep -q -- "$opt" "$man1" || { echo "man page: $cmd $opt missing" >&2; exit 1; }
+  done
+done
