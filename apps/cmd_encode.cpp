@@ -19,6 +19,7 @@ struct EncodeArgs {
   uint32_t keyframe_interval = 0;
   bool force = false;
   NonFinite nonfinite = NonFinite::Refuse;
+  RecordPaths record_paths = RecordPaths::Relative;
   InputOptions in;
 };
 
@@ -42,7 +43,7 @@ int run_encode(const EncodeArgs& a) {
   nlohmann::ordered_json desc = nlohmann::ordered_json::array();
   for (const auto& path : a.inputs) {
     inputs.push_back(open_input(path, a.in));
-    desc.push_back({{"path", path}, {"format", formats::format_name(inputs.back().reader->format())}});
+    desc.push_back({{"path", recorded_path(path, a.record_paths)}, {"format", formats::format_name(inputs.back().reader->format())}});
     // The input's own metadata (safetensors __metadata__), kept for decode to restore.
     const auto meta = inputs.back().reader->metadata();
     if (!meta.empty()) {
@@ -64,6 +65,7 @@ int run_encode(const EncodeArgs& a) {
   uint64_t in_bytes = 0, elements = 0, tensors = 0;
   for (auto& in : inputs) {
     FrameSource src = frame_source(in);
+    src.recorded = recorded_path(in.path, a.record_paths);
     for (const auto& o : enc.encode_frame(src, writer)) {
       in_bytes += o.input_bytes;
       if (is_float(o.info.dtype)) elements += o.info.elements();
@@ -103,6 +105,7 @@ void setup_encode(CLI::App& app, Runner& run) {
                   "every K-th frame needs no earlier frame (0: only the first)");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
   add_input_options(*sub, a->in);
+  add_record_paths_option(*sub, a->record_paths);
   add_nonfinite_option(*sub, a->nonfinite);
   sub->callback([a, &run] { run = [a] { return run_encode(*a); }; });
 }

@@ -22,6 +22,7 @@ struct MergeArgs {
   std::optional<double> eta;
   unsigned threads = 0;
   bool force = false;
+  RecordPaths record_paths = RecordPaths::Relative;
 };
 
 int run_merge(const MergeArgs& a) {
@@ -43,7 +44,7 @@ int run_merge(const MergeArgs& a) {
   nlohmann::ordered_json desc = nlohmann::ordered_json::array();
   for (const auto& path : a.inputs) {
     readers.push_back(ContainerReader::open(path));
-    desc.push_back({{"path", path}, {"format", "gcz"}, {"merge", merge_method_name(o.method)}});
+    desc.push_back({{"path", recorded_path(path, a.record_paths)}, {"format", "gcz"}, {"merge", merge_method_name(o.method)}});
   }
   std::vector<const ContainerReader*> ptrs;
   for (const auto& r : readers) ptrs.push_back(&r);
@@ -83,6 +84,7 @@ void setup_merge(CLI::App& app, Runner& run) {
   pre->excludes(pip);
   sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores); output bytes do not depend on it");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
+  add_record_paths_option(*sub, a->record_paths);
   sub->callback([a, &run] { run = [a] { return run_merge(*a); }; });
 }
 

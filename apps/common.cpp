@@ -2,11 +2,13 @@
 #include "progress.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <regex>
 #include <thread>
@@ -224,6 +226,43 @@ void add_nonfinite_option(CLI::App& app, NonFinite& policy) {
          "turn into Inf (beyond fp16's range, an overflowing norm); raw: store such tensors raw "
          "(lossless pipelines always keep them bit-exact)")
       ->check(CLI::IsMember({"refuse", "raw"}));
+}
+
+std::string recorded_path(const std::string& path, RecordPaths mode) {
+  namespace fs = std::filesystem;
+  if (path == "-" || path.empty()) return path;
+  const fs::path given(path);
+  // The base name of a path: "dir/" names the directory itself.
+  auto base = [](const fs::path& p) {
+    const fs::path n = p.lexically_normal();
+    fs::path name = n.filename();
+    if (name.empty()) name = n.parent_path().filename();
+    return name.empty() ? n.string() : name.string();
+  };
+  if (mode == RecordPaths::Name) return base(given);
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  if (mode == RecordPaths::Absolute) {
+    if (given.is_absolute() || ec) return given.lexically_normal().string();
+    return (cwd / given).lexically_normal().string();
+  }
+  fs::path rel = given.is_absolute() ? (ec ? fs::path() : given.lexically_normal().lexically_relative(cwd))
+                                     : given.lexically_normal();
+  std::string r = rel.string();
+  while (r.size() > 1 && r.back() == '/') r.pop_back();  // "dir/" -> "dir"
+  if (r.empty() || r == ".." || r.rfind("../", 0) == 0 || fs::path(r).is_absolute()) return base(given);
+  return r;
+}
+
+void add_record_paths_option(CLI::App& app, RecordPaths& mode) {
+  app.add_option_function<std::string>(
+         "--record-paths",
+         [&mode](const std::string& s) {
+           mode = s == "absolute" ? RecordPaths::Absolute : s == "name" ? RecordPaths::Name : RecordPaths::Relative;
+         },
+         "how the container names its inputs: relative (default: relative to the working directory, "
+         "or the base name for a file outside it), name (base name only) or absolute")
+      ->check(CLI::IsMember({"relative", "name", "absolute"}));
 }
 
 Pipeline choose_pipeline(const std::string& preset, const std::string& text) {

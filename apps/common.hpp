@@ -61,6 +61,17 @@ FrameSource frame_source(OpenInput& in);
 void add_input_options(CLI::App& app, InputOptions& opt);
 // --nonfinite refuse|raw: what a lossy pipeline does with a tensor holding NaN/Inf.
 void add_nonfinite_option(CLI::App& app, NonFinite& policy);
+// How a container records where each input came from (the header's inputs[].path and each
+// frame's source), so that a container shared with someone else does not reveal the writer's
+// directories. Relative (default): a relative path that stays under the working directory is
+// kept as given, lexically normalized ("./a/../b.npz" -> "b.npz"); an absolute one under the
+// working directory is made relative to it; any other path (outside it, or climbing out with
+// "..") is reduced to its base name. Name: always the base name. Absolute: the absolute path,
+// lexically normalized. "-" (standard input) is kept as "-" in every mode.
+enum class RecordPaths { Relative, Name, Absolute };
+std::string recorded_path(const std::string& path, RecordPaths mode);
+// Registers --record-paths relative|name|absolute on a subcommand.
+void add_record_paths_option(CLI::App& app, RecordPaths& mode);
 // The pipeline chosen by --preset/--pipeline (default: the lossless preset).
 Pipeline choose_pipeline(const std::string& preset, const std::string& text);
 
