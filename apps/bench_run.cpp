@@ -61,7 +61,7 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
 
 Frames decode_all(const std::string& path, double& seconds) {
   auto start = Clock::now();
-  ContainerReader reader = ContainerReader::open(path);
+  ContainerReader reader = open_container(path);
   SequenceDecoder dec(reader);
   Frames out(reader.frame_count());
   for (size_t f = 0; f < reader.frame_count(); ++f)

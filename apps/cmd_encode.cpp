@@ -18,6 +18,7 @@ struct EncodeArgs {
   unsigned threads = 0;
   uint32_t keyframe_interval = 0;
   bool force = false;
+  bool force_name = false;
   NonFinite nonfinite = NonFinite::Refuse;
   RecordPaths record_paths = RecordPaths::Relative;
   InputOptions in;
@@ -31,6 +32,7 @@ int run_encode(const EncodeArgs& a) {
   for (const auto& i : a.inputs) stdin_uses += i == "-";
   if (stdin_uses > 1) fail(ErrorCode::Usage, "standard input ('-') can be read only once");
   check_output_path(a.output, a.inputs);
+  check_container_name(a.output, a.force_name);
   Pipeline pipeline = choose_pipeline(a.preset, a.pipeline);
   EncodeOptions eo;
   eo.seed = a.seed;
@@ -104,6 +106,7 @@ void setup_encode(CLI::App& app, Runner& run) {
   sub->add_option("--keyframe-interval", a->keyframe_interval,
                   "every K-th frame needs no earlier frame (0: only the first)");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
+  sub->add_flag("--force-name", a->force_name, "accept an OUTPUT named like a snapshot (.npz, .npy, .h5, .safetensors)");
   add_input_options(*sub, a->in);
   add_record_paths_option(*sub, a->record_paths);
   add_nonfinite_option(*sub, a->nonfinite);

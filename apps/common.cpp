@@ -228,6 +228,34 @@ void add_nonfinite_option(CLI::App& app, NonFinite& policy) {
       ->check(CLI::IsMember({"refuse", "raw"}));
 }
 
+void check_container_name(const std::string& output, bool force_name) {
+  if (output == "-" || force_name) return;
+  std::string ext = std::filesystem::path(output).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  const char* title = ext == ".npz"                       ? "an NPZ"
+                      : ext == ".npy"                     ? "an NPY"
+                      : ext == ".h5" || ext == ".hdf5"    ? "an HDF5"
+                      : ext == ".safetensors"             ? "a safetensors"
+                                                          : nullptr;
+  if (!title) return;
+  const std::string stem = (std::filesystem::path(output).parent_path() / std::filesystem::path(output).stem()).string();
+  fail(ErrorCode::Usage, output + ": the name promises " + title + " file, but this writes a gradcodec container; "
+                             "name it " + stem + ".gcz, or give --force-name to keep the name");
+}
+
+ContainerReader open_container(const std::string& path) {
+  auto file = InputFile::open(path, /*readable=*/true);
+  static const char kGcz[8] = {'\x89', 'G', 'C', 'Z', '\r', '\n', '\x1a', '\n'};
+  const bool gcz = file->size() >= 8 && std::memcmp(file->data(), kGcz, 8) == 0;
+  if (!gcz)
+    if (auto f = formats::sniff_format(file->data(), file->size()))
+      fail(ErrorCode::Input, file->path() + ": this is " +
+                                 (*f == formats::Format::Npz || *f == formats::Format::Npy ? "an " : "a ") +
+                                 formats::format_title(*f) +
+                                 " file, not a gradcodec container; `gradcodec encode` compresses it");
+  return ContainerReader(std::move(file));
+}
+
 std::string recorded_path(const std::string& path, RecordPaths mode) {
   namespace fs = std::filesystem;
   if (path == "-" || path.empty()) return path;

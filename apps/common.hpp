@@ -72,6 +72,15 @@ enum class RecordPaths { Relative, Name, Absolute };
 std::string recorded_path(const std::string& path, RecordPaths mode);
 // Registers --record-paths relative|name|absolute on a subcommand.
 void add_record_paths_option(CLI::App& app, RecordPaths& mode);
+// Refuses (Usage), unless `force_name`, a container output whose extension promises a snapshot
+// format (.npz, .npy, .h5, .hdf5, .safetensors): numpy or h5py would later fail on it, and a
+// decode meant to produce such a file may have been intended. Any other name is accepted.
+void check_container_name(const std::string& output, bool force_name);
+// Opens a .gcz container like ContainerReader::open, but a snapshot given where a container is
+// expected (an NPZ, NPY, HDF5 or safetensors file) is refused as such (Input, exit 2: "this is
+// an NPZ file, not a gradcodec container; `gradcodec encode` compresses it") rather than as a
+// corrupt container.
+ContainerReader open_container(const std::string& path);
 // The pipeline chosen by --preset/--pipeline (default: the lossless preset).
 Pipeline choose_pipeline(const std::string& preset, const std::string& text);
 

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """What a new user trips over: containers that do not
-record the user's directories (--record-paths) (--record-paths)."""
+record the user's directories (--record-paths), and messages that say what happened (a snapshot
+given where a container is expected, an output name promising another format, positional stage
+parameters, several frames decoded into one device, negative --frame)."""
 import json
 import os
 import subprocess
@@ -90,6 +92,113 @@ def test_merge_records_relative_paths():
     assert recorded(os.path.join(proj, "n.gcz"))[0] == ["w0.gcz", "w1.gcz"]
     # The merged container still decodes.
     run_in(proj, "decode", "m.gcz", "-o", "m.npz", "--quiet")
+
+
+# ---- item 4: messages that say what happened --------------------------------------------------
+
+def write_safetensors(p):
+    data = np.arange(4, dtype=np.float32).tobytes()
+    head = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, len(data)]}}).encode()
+    with open(p, "wb") as f:
+        f.write(len(head).to_bytes(8, "little") + head + data)
+
+
+def snapshots_of_every_format():
+    import h5py
+    snaps = {"NPZ": snapshot("fmt/x.npz"), "NPY": path("fmt/x.npy"), "HDF5": path("fmt/x.h5"),
+             "safetensors": path("fmt/x.safetensors")}
+    np.save(snaps["NPY"], np.ones(3, np.float32))
+    with h5py.File(snaps["HDF5"], "w") as f:
+        f["w"] = np.ones(3, np.float32)
+    write_safetensors(snaps["safetensors"])
+    return snaps
+
+
+def test_snapshot_where_a_container_is_expected():
+    snaps = snapshots_of_every_format()
+    for title, snap in snaps.items():
+        # Even named like a container, the bytes tell what it is.
+        disguised = path("fmt", f"{title}.gcz")
+        with open(snap, "rb") as src, open(disguised, "wb") as dst:
+            dst.write(src.read())
+        for name in (snap, disguised):
+            want = [f"{name}: this is a{'n' if title in ('NPZ', 'NPY') else ''} {title} file, not a gradcodec container",
+                    "`gradcodec encode` compresses it"]
+            fails("inspect", name, code=2, contains=want)
+            fails("decode", name, "-o", path("fmt", "y.npz"), "--force", code=2, contains=want)
+            assert not os.path.exists(path("fmt", "y.npz"))
+    good = path("fmt", "good.gcz")
+    run("encode", snaps["NPZ"], "-o", good, "--quiet")
+    fails("merge", good, snaps["safetensors"], "-o", path("fmt", "m.gcz"), "--method", "mean", code=2,
+          contains="this is a safetensors file, not a gradcodec container")
+    with open(snaps["NPZ"], "rb") as f:
+        fails("inspect", "-", stdin=f.read(), code=2, contains="<stdin>: this is an NPZ file")
+    # Bytes of no known format are still a corrupt container.
+    with open(path("fmt", "junk.gcz"), "wb") as f:
+        f.write(b"hello, this is not anything at all" * 4)
+    fails("inspect", path("fmt", "junk.gcz"), code=3, contains="bad magic")
+
+
+def test_container_named_like_a_snapshot_is_refused():
+    snap = snapshot("names/in.npz")
+    for ext in ("npz", "NPY", "h5", "hdf5", "safetensors"):
+        out = path("names", f"out.{ext}")
+        fails("encode", snap, "-o", out, code=1, contains=["promises", "out.gcz", "--force-name"])
+        assert not os.path.exists(out)
+    out = path("names", "out.npz")
+    run("encode", snap, "-o", out, "--force-name", "--quiet")
+    assert open(out, "rb").read(4) == b"\x89GCZ"
+    run("decode", out, "-o", path("names", "back.npz"), "--quiet")
+    run("encode", snap, "-o", path("names", "out.bin"), "--quiet")  # other names are accepted
+    w = [path("names", "w0.gcz"), path("names", "w1.gcz")]
+    for x in w:
+        run("encode", snap, "-o", x, "--preset", "signsgd", "--quiet")
+    fails("merge", *w, "-o", path("names", "m.npz"), "--method", "majority", code=1, contains="--force-name")
+
+
+def test_positional_stage_parameter_shows_the_named_form():
+    stages = json.loads(run("list", "stages", "--json")[0])
+    topk = next(s for s in stages if s["name"] == "topk")
+    first = topk["params"][0].split("=")[0].split(" ")[0]  # "ratio=0.01" -> "ratio"
+    err = fails("encode", snapshot("pp/in.npz"), "-o", path("pp", "x.gcz"), "--pipeline", "topk(0.01) | varint",
+                code=1, contains=["NAME=VALUE", f"topk({first}=0.01)"])
+    fails("encode", path("pp", "in.npz"), "-o", path("pp", "x.gcz"), "--pipeline", "zstd(3)",
+          code=1, contains=["NAME=VALUE", "zstd(level=3)"])
+    # A stage without parameters says so.
+    fails("encode", path("pp", "in.npz"), "-o", path("pp", "x.gcz"), "--pipeline", "fp16(2)", code=1,
+          contains="fp16 takes no parameters")
+
+
+def three_frames():
+    for f in range(3):
+        snapshot(f"fr/f{f}.npz", w=np.full(5, f, np.float32))
+    gcz = path("fr", "multi.gcz")
+    run("encode", *[path("fr", f"f{f}.npz") for f in range(3)], "-o", gcz, "--force", "--quiet")
+    return gcz
+
+
+def test_several_frames_into_a_device():
+    gcz = three_frames()
+    _, err = run("decode", gcz, "-o", "/dev/null", "--verbose")
+    assert [l for l in err.splitlines() if "-> /dev/null" in l] == [
+        f"gradcodec: frame {f} -> /dev/null (read 1 frame(s))" for f in range(3)], err
+    assert not os.path.exists("/dev/null.frame000")
+    # A FIFO (or stdout) would get archives back to back: one frame must be chosen.
+    fifo = path("fr", "pipe")
+    os.mkfifo(fifo)
+    fails("decode", gcz, "-o", fifo, code=1, contains=["3 frames", "--frame N"])
+
+
+def test_negative_frame_counts_from_the_end():
+    gcz = three_frames()
+    for given, frame in (("-1", 2), ("-3", 0), ("1", 1)):
+        out = path("fr", f"neg{given}.npz")
+        run("decode", gcz, "-o", out, "--frame", given, "--quiet")
+        assert np.load(out)["w"].tolist() == [frame] * 5, (given, np.load(out)["w"])
+    for bad in ("-4", "3"):
+        fails("decode", gcz, "-o", path("fr", "bad.npz"), "--frame", bad, code=1,
+              contains=["--frame " + bad, "0..2", "-3..-1"])
+    fails("decode", gcz, "-o", path("fr", "bad.npz"), "--frame", "1.5", code=1, contains="'1.5' is not a whole number")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@
 
 #include <gradcodec/tensor.hpp>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +19,14 @@ namespace gradcodec::formats {
 
 enum class Format { Npy, NpyDir, Npz, Hdf5, Safetensors };
 const char* format_name(Format f) noexcept;
+
+// The snapshot format whose signature the first bytes of a file carry (NPY's "\x93NUMPY", a zip
+// archive as NPZ, HDF5's "\x89HDF\r\n\x1a\n", safetensors' u64 header length followed by '{'
+// and within the file), or nullopt. Lets a caller expecting something else (a container) say
+// what the file is.
+std::optional<Format> sniff_format(const uint8_t* data, uint64_t size) noexcept;
+// "NPY", "NPZ", "directory of NPY", "HDF5", "safetensors": the format as a user calls it.
+const char* format_title(Format f) noexcept;
 
 // A lazily read snapshot: open() validates the container structure and lists every array
 // (floating or not) in file order; read(i) loads one array's data. Lengths and offsets are
