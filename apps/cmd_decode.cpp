@@ -67,6 +67,22 @@ bool is_special(const std::string& out, bool& char_device) {
   return true;
 }
 
+// Each frame's input's HDF5 attributes (the header's inputs[f].hdf5_attributes, as JSON text),
+// "" where there are none; with `tensor`, only the groups' and that tensor's.
+std::vector<std::string> input_attributes(const ContainerReader& r, const std::string& tensor) {
+  std::vector<std::string> out(r.frame_count());
+  const auto j = nlohmann::ordered_json::parse(r.header().inputs_json, nullptr, false);
+  if (!j.is_array() || j.size() != out.size()) return out;
+  for (size_t f = 0; f < out.size(); ++f) {
+    if (!j[f].is_object() || !j[f].contains("hdf5_attributes") || !j[f]["hdf5_attributes"].is_array()) continue;
+    nlohmann::ordered_json kept = nlohmann::ordered_json::array();
+    for (const auto& e : j[f]["hdf5_attributes"])
+      if (tensor.empty() || !e.is_object() || !e.contains("tensor") || e["tensor"] == tensor) kept.push_back(e);
+    if (!kept.empty()) out[f] = kept.dump();
+  }
+  return out;
+}
+
 std::string frame_path(const std::string& out, size_t f, size_t frames) {
   bool chr = false;
   if (frames == 1 || out == "-" || is_special(out, chr)) return out;
@@ -122,6 +138,7 @@ int run_decode(const DecodeArgs& a) {
   ProgressBar bar("decode", total, ProgressBar::Unit::Bytes);
   auto advance = [&bar](const Tensor& t) { bar.advance(t.elements() * dtype_size(t.dtype()), t.name()); };
   const auto metadata = input_metadata(reader);
+  const auto attributes = input_attributes(reader, a.tensor);
   for (size_t f : frames)  // a directory is a valid output here (one .npy per tensor)
     check_output_path(a.frame ? a.output : frame_path(a.output, f, frames.size()), {a.input}, true);
   // Every frame's file is completed under a temporary name, and renamed into place only once
@@ -139,6 +156,15 @@ int run_decode(const DecodeArgs& a) {
     std::string out = a.frame ? a.output : frame_path(a.output, f, frames.size());
     auto writer = formats::create_snapshot(out, a.force);
     if (!metadata[f].empty()) writer->set_metadata(metadata[f]);
+    if (!attributes[f].empty() && !writer->set_attributes_json(attributes[f])) {
+      const auto objects = nlohmann::ordered_json::parse(attributes[f]);
+      size_t count = 0;
+      for (const auto& e : objects)
+        if (e.is_object() && e.contains("attrs") && e["attrs"].is_array()) count += e["attrs"].size();
+      warn(out + ": " + std::to_string(count) + " HDF5 attribute(s) of " + std::to_string(objects.size()) +
+           " group(s)/dataset(s) not written: " + formats::format_title(formats::format_for_output(out)) +
+           " has no place for them (decode to .h5 to keep them)");
+    }
     size_t frames_read = 0;
     if (!a.tensor.empty()) {
       size_t found = SIZE_MAX;

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
 #include <unistd.h>
 
 namespace gradcodec::cli {
@@ -52,6 +53,17 @@ int run_encode(const EncodeArgs& a) {
       nlohmann::ordered_json m = nlohmann::ordered_json::object();
       for (const auto& [k, v] : meta) m[k] = v;
       desc.back()["metadata"] = std::move(m);
+    }
+    // Its HDF5 attributes (groups' and the encoded datasets', docs/formats.md), for decode to
+    // write back; those of datasets left out go with them.
+    const std::string attrs = inputs.back().reader->attributes_json();
+    if (!attrs.empty()) {
+      std::set<std::string> kept;
+      for (size_t k : inputs.back().selected) kept.insert(inputs.back().reader->arrays()[k].name);
+      nlohmann::ordered_json objects = nlohmann::ordered_json::array();
+      for (auto& e : nlohmann::ordered_json::parse(attrs))
+        if (!e.contains("tensor") || kept.count(e["tensor"].get<std::string>())) objects.push_back(std::move(e));
+      if (!objects.empty()) desc.back()["hdf5_attributes"] = std::move(objects);
     }
   }
   // The bar counts the floating tensors' bytes (pass-through arrays are stored as they are).

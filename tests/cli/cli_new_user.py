@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""What a new user trips over: containers that do not
+"""What a new user trips over: HDF5 attributes kept through encode/decode, containers that do not
 record the user's directories (--record-paths), and messages that say what happened (a snapshot
 given where a container is expected, an output name promising another format, positional stage
 parameters, several frames decoded into one device, negative --frame)."""
@@ -199,6 +199,101 @@ def test_negative_frame_counts_from_the_end():
         fails("decode", gcz, "-o", path("fr", "bad.npz"), "--frame", bad, code=1,
               contains=["--frame " + bad, "0..2", "-3..-1"])
     fails("decode", gcz, "-o", path("fr", "bad.npz"), "--frame", "1.5", code=1, contains="'1.5' is not a whole number")
+
+
+# ---- item 2: HDF5 attributes ------------------------------------------------------------------
+
+def h5_with_attributes(name):
+    import h5py
+    p = path("h5", name)
+    os.makedirs(path("h5"), exist_ok=True)
+    with h5py.File(p, "w") as f:
+        f.attrs["epoch"] = np.int64(3)
+        f.attrs["lr"] = np.float32(0.1)
+        f.attrs["half"] = np.float16(1.5)
+        f.attrs["big"] = np.array([1.25, -2.0], dtype=">f8")
+        f.attrs["u8"] = np.uint8(200)
+        f.attrs["u64"] = np.uint64(2**64 - 1)
+        f.attrs["i8min"] = np.int64(-2**63)
+        f.attrs["tags"] = np.array([1, 2, 3], dtype=">i2")
+        f.attrs["matrix"] = np.arange(6, dtype=np.float64).reshape(2, 3)
+        f.attrs["nan"] = np.array([np.nan, np.inf, -np.inf], dtype=np.float32)
+        f.attrs["flag"] = np.bool_(True)
+        f.attrs["flags"] = np.array([True, False])
+        f.attrs["name"] = "résnet"
+        f.attrs["names"] = ["a", "bb"]
+        f.attrs["raw"] = np.bytes_(b"abc")
+        f.attrs["nothing"] = h5py.Empty("f4")
+        f.attrs["record"] = np.array((1, 2.0), dtype=[("a", "<i4"), ("b", "<f8")])  # not kept: compound
+        g = f.create_group("layer1")
+        g.attrs["kind"] = "conv"
+        d = g.create_dataset("weight", data=np.linspace(-1, 1, 32, dtype=np.float32))
+        d.attrs["scale"] = np.float64(2.5)
+        d.attrs["shape_hint"] = np.array([4, 8], dtype=np.int32)
+        f.create_group("meta").attrs["note"] = "only attributes here"
+        f.create_dataset("skipme", data=np.ones(4, np.float32)).attrs["x"] = 1
+    return p
+
+
+def attrs_of(p):
+    """{object path: {name: value}} of every group and dataset."""
+    import h5py
+    out = {}
+    with h5py.File(p, "r") as f:
+        out["/"] = dict(f.attrs.items())
+        f.visititems(lambda n, o: out.__setitem__("/" + n, dict(o.attrs.items())))
+    return out
+
+
+def same_value(a, b):
+    import h5py
+    if isinstance(a, h5py.Empty) or isinstance(b, h5py.Empty):
+        return isinstance(a, h5py.Empty) and isinstance(b, h5py.Empty) and a.dtype == b.dtype
+    if type(a) != type(b):
+        return False
+    if isinstance(a, (str, bytes)):
+        return a == b
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+
+
+def test_hdf5_attributes_round_trip():
+    src = h5_with_attributes("attrs.h5")
+    gcz = path("h5", "attrs.gcz")
+    _, err = run("encode", src, "-o", gcz, "--exclude", "^skipme$", "--preset", "lossless")
+    # The attribute that cannot be kept is named, with why.
+    assert "attribute 'record' not kept: compound" in err, err
+    out = path("h5", "back.h5")
+    _, err = run("decode", gcz, "-o", out)
+    assert "attribute" not in err, err
+    want, got = attrs_of(src), attrs_of(out)
+    del want["/"]["record"]
+    del want["/skipme"]  # left out by --exclude, and its attributes with it
+    assert sorted(got) == sorted(want), (sorted(got), sorted(want))
+    for obj in want:
+        assert sorted(got[obj]) == sorted(want[obj]), (obj, sorted(got[obj]), sorted(want[obj]))
+        for k in want[obj]:
+            assert same_value(got[obj][k], want[obj][k]), (obj, k, got[obj][k], want[obj][k])
+    # The container's header holds them (documented layout), with the dataset's tensor name.
+    inputs = header(gcz)["inputs"]
+    objects = {e["object"]: e for e in inputs[0]["hdf5_attributes"]}
+    assert objects["/layer1/weight"]["tensor"] == "layer1.weight"
+    assert {"name": "u8", "dtype": "|u1", "shape": [], "value": 200} in objects["/"]["attrs"]
+
+
+def test_hdf5_attributes_not_writable_are_named():
+    src = h5_with_attributes("attrs2.h5")
+    gcz = path("h5", "attrs2.gcz")
+    run("encode", src, "-o", gcz, "--quiet")
+    # NPZ has no place for attributes: said, not dropped silently.
+    _, err = run("decode", gcz, "-o", path("h5", "back.npz"))
+    assert "HDF5 attribute(s) of" in err and "not written: NPZ has no place for them" in err, err
+    # --tensor: only that tensor's (and the groups') attributes, without complaints about the others.
+    out = path("h5", "one.h5")
+    _, err = run("decode", gcz, "-o", out, "--tensor", "layer1.weight")
+    assert "attribute" not in err, err
+    got = attrs_of(out)
+    assert got["/layer1/weight"]["scale"] == 2.5 and "/skipme" not in got
 
 
 if __name__ == "__main__":

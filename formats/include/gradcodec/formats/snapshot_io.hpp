@@ -48,6 +48,10 @@ class SnapshotReader {
   // The file's own key/value metadata (safetensors "__metadata__"), in file order; empty for
   // formats without one. encode keeps it in the container and decode to safetensors restores it.
   virtual std::vector<std::pair<std::string, std::string>> metadata() const { return {}; }
+  // The attributes of an HDF5 file's groups and datasets as JSON text (the layout of
+  // docs/formats.md, "HDF5 attributes"), or "" when there are none or the format has none.
+  // Attributes that cannot be kept are named in notes().
+  virtual std::string attributes_json() const { return {}; }
   // What open() saw in the file but will not read (HDF5 soft and external links), one line
   // each, for the caller to show: nothing is left out without a word.
   virtual std::vector<std::string> notes() const { return {}; }
@@ -79,6 +83,14 @@ class SnapshotWriter {
   // as "__metadata__" instead of its default {"format": "pt"}). Formats without such a place
   // ignore it.
   virtual void set_metadata(std::vector<std::pair<std::string, std::string>> metadata) { (void)metadata; }
+  // Optional, before complete(): HDF5 attributes as attributes_json() gives them. Returns
+  // whether the format keeps them (HDF5 does; the others have no place for them and return
+  // false, leaving the caller to say so). What an HDF5 output cannot place is reported by
+  // take_warnings().
+  virtual bool set_attributes_json(const std::string& json) {
+    (void)json;
+    return false;
+  }
   virtual void add(const Tensor& t) = 0;
   // Completes the file (or a directory's files) under temporary names; publish() then renames
   // it into place. Without publish() the destructor removes everything written. A caller
