@@ -124,6 +124,9 @@ json read_one(hid_t obj, const std::string& name) {
   };
   const H5T_class_t tc = H5Tget_class(ft.get());
   const size_t size = H5Tget_size(ft.get());
+  if (size > kMaxAttributeBytes || n * size > kMaxAttributeBytes)
+    throw NotKept{"too large (" + std::to_string(n) + " x " + std::to_string(size) + " bytes; at most " +
+                  std::to_string(kMaxAttributeBytes) + " bytes are kept)"};
   const bool be = H5Tget_order(ft.get()) == H5T_ORDER_BE;
   std::vector<json> vals;
   if (tc == H5T_INTEGER) {
@@ -359,7 +362,8 @@ void write_one(hid_t obj, const json& a) {
         if (c < '0' || c > '9' || size > (size_t{1} << 20)) throw Bad{"bad dtype '" + dtype + "'"};
         size = size * 10 + static_cast<size_t>(c - '0');
       }
-      if (size == 0 || size > (size_t{1} << 20)) throw Bad{"bad dtype '" + dtype + "'"};
+      if (size == 0 || size > kMaxAttributeBytes || strs.size() * size > kMaxAttributeBytes)
+        throw Bad{"bad dtype '" + dtype + "' or too large"};
       const std::string pad = a.contains("strpad") && a["strpad"].is_string() ? a["strpad"].get<std::string>() : "nullpad";
       const H5T_str_t sp = pad == "nullterm" ? H5T_STR_NULLTERM : pad == "spacepad" ? H5T_STR_SPACEPAD : H5T_STR_NULLPAD;
       if (H5Tset_size(file_type.get(), size) < 0 || H5Tset_strpad(file_type.get(), sp) < 0)
@@ -385,6 +389,7 @@ void write_one(hid_t obj, const json& a) {
 
 std::string read_attributes(hid_t fid, const std::vector<AttrObject>& objects, std::vector<std::string>& notes) {
   json all = json::array();
+  size_t json_bytes = 0;
   for (const auto& o : objects) {
     const std::string where = (o.tensor.empty() ? "group " : "dataset ") + printable(o.h5path);
     Hid obj = object_hid(H5Oopen(fid, o.h5path.c_str(), H5P_DEFAULT));
@@ -403,7 +408,13 @@ std::string read_attributes(hid_t fid, const std::vector<AttrObject>& objects, s
     json attrs = json::array();
     for (const auto& name : st.names) {
       try {
-        attrs.push_back(read_one(obj.get(), name));
+        json one = read_one(obj.get(), name);
+        const size_t bytes = one.dump().size();
+        if (json_bytes + bytes > kMaxAttributesJson)
+          throw NotKept{"the file's attributes exceed " + std::to_string(kMaxAttributesJson >> 20) +
+                        " MiB of description, the most a container keeps"};
+        json_bytes += bytes;
+        attrs.push_back(std::move(one));
       } catch (const NotKept& k) {
         H5Eclear2(H5E_DEFAULT);
         notes.push_back(where + ": attribute '" + printable(name) + "' not kept: " + k.why);

@@ -23,8 +23,12 @@
 
 namespace gradcodec::formats::h5 {
 
-// Attributes holding more elements than this are not kept (named in a note).
+// Attributes holding more elements than this, or more bytes than kMaxAttributeBytes, are not
+// kept (named in a note); nor are those past kMaxAttributesJson bytes of JSON for one file (the
+// container's header is capped at 16 MiB).
 constexpr unsigned long long kMaxAttributeElements = 65536;
+constexpr unsigned long long kMaxAttributeBytes = 1ull << 20;
+constexpr unsigned long long kMaxAttributesJson = 4ull << 20;
 
 struct AttrObject {
   std::string h5path;  // "/" for the root group

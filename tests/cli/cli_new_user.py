@@ -281,6 +281,23 @@ def test_hdf5_attributes_round_trip():
     assert {"name": "u8", "dtype": "|u1", "shape": [], "value": 200} in objects["/"]["attrs"]
 
 
+def test_hdf5_large_attributes_are_named():
+    import h5py
+    src = path("h5", "large.h5")
+    os.makedirs(path("h5"), exist_ok=True)
+    with h5py.File(src, "w", libver="latest") as f:  # dense attribute storage holds large ones
+        f.attrs["huge"] = np.zeros(70000, np.int8)
+        f.attrs["fine"] = np.arange(1000, dtype=np.int16)
+        f["w"] = np.ones(4, np.float32)
+    gcz = path("h5", "large.gcz")
+    _, err = run("encode", src, "-o", gcz)
+    assert "group /: attribute 'huge' not kept: too large (70000 elements; at most 65536 are kept)" in err, err
+    out = path("h5", "large_back.h5")
+    run("decode", gcz, "-o", out, "--quiet")
+    got = attrs_of(out)["/"]
+    assert sorted(got) == ["fine"] and same_value(got["fine"], np.arange(1000, dtype=np.int16))
+
+
 def test_hdf5_attributes_not_writable_are_named():
     src = h5_with_attributes("attrs2.h5")
     gcz = path("h5", "attrs2.gcz")
