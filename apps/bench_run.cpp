@@ -51,6 +51,7 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
     src.info = [&fr](size_t i) { return fr[i].info; };
     src.load = [&fr](size_t i) { return fr[i]; };
     src.source = f < s.sources.size() ? s.sources[f] : "";
+    src.recorded = recorded_path(src.source, RecordPaths::Relative);  // as encode records it
     r.outcomes.push_back(enc.encode_frame(src, w));
   }
   w.finish();
