@@ -59,6 +59,7 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
     src.info = [&fr](size_t i) { return fr[i].info; };
     src.load = [&fr](size_t i) { return fr[i]; };
     src.source = f < s.sources.size() ? s.sources[f] : "";
+    src.recorded = recorded_path(src.source, RecordPaths::Relative);  // as encode records it
     r.outcomes.push_back(enc.encode_frame(src, w));
   }
   w.finish();
@@ -70,7 +71,7 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
 
 Frames decode_all(const std::string& path, double& seconds) {
   auto start = Clock::now();
-  ContainerReader reader = ContainerReader::open(path);
+  ContainerReader reader = open_container(path);
   SequenceDecoder dec(reader);
   Frames out(reader.frame_count());
   for (size_t f = 0; f < reader.frame_count(); ++f)

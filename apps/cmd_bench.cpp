@@ -182,7 +182,7 @@ int run_bench(BenchArgs a) {
   nlohmann::ordered_json desc = nlohmann::ordered_json::array();
   for (const auto& path : a.inputs) {
     OpenInput in = open_input(path, a.in);
-    desc.push_back({{"path", path}, {"format", formats::format_name(in.reader->format())}});
+    desc.push_back({{"path", recorded_path(path, RecordPaths::Relative)}, {"format", formats::format_name(in.reader->format())}});
     std::vector<Tensor> ts;
     for (size_t k : in.selected) ts.push_back(in.reader->read(k));
     frames.push_back(std::move(ts));

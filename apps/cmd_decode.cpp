@@ -7,6 +7,8 @@
 
 #include <cctype>
 #include <filesystem>
+#include <optional>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace gradcodec::cli {
@@ -15,7 +17,7 @@ namespace {
 
 struct DecodeArgs {
   std::string input, output;
-  long long frame = -1;
+  std::optional<long long> frame;  // negative: counted from the end (-1 is the last frame)
   std::string tensor;
   bool force = false, verbose = false;
   std::string memory_limit;
@@ -56,8 +58,34 @@ std::vector<std::vector<std::pair<std::string, std::string>>> input_metadata(con
   return out;
 }
 
+// An output that is neither a regular file nor a directory: a device or a FIFO.
+bool is_special(const std::string& out, bool& char_device) {
+  struct stat st {};
+  char_device = false;
+  if (out == "-" || ::stat(out.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return false;
+  char_device = S_ISCHR(st.st_mode);
+  return true;
+}
+
+// Each frame's input's HDF5 attributes (the header's inputs[f].hdf5_attributes, as JSON text),
+// "" where there are none; with `tensor`, only the groups' and that tensor's.
+std::vector<std::string> input_attributes(const ContainerReader& r, const std::string& tensor) {
+  std::vector<std::string> out(r.frame_count());
+  const auto j = nlohmann::ordered_json::parse(r.header().inputs_json, nullptr, false);
+  if (!j.is_array() || j.size() != out.size()) return out;
+  for (size_t f = 0; f < out.size(); ++f) {
+    if (!j[f].is_object() || !j[f].contains("hdf5_attributes") || !j[f]["hdf5_attributes"].is_array()) continue;
+    nlohmann::ordered_json kept = nlohmann::ordered_json::array();
+    for (const auto& e : j[f]["hdf5_attributes"])
+      if (tensor.empty() || !e.is_object() || !e.contains("tensor") || e["tensor"] == tensor) kept.push_back(e);
+    if (!kept.empty()) out[f] = kept.dump();
+  }
+  return out;
+}
+
 std::string frame_path(const std::string& out, size_t f, size_t frames) {
-  if (frames == 1 || out == "-") return out;
+  bool chr = false;
+  if (frames == 1 || out == "-" || is_special(out, chr)) return out;
   char tag[32];
   std::snprintf(tag, sizeof tag, "frame%03zu", f);
   if (!out.empty() && (out.back() == '/' || is_directory(out))) {
@@ -72,22 +100,34 @@ int run_decode(const DecodeArgs& a) {
   if (a.output == "-" && ::isatty(STDOUT_FILENO))
     fail(ErrorCode::Usage, "refusing to write binary output to a terminal (redirect it or use -o FILE)");
   reuse_freed_heap();
-  ContainerReader reader = ContainerReader::open(a.input);
+  ContainerReader reader = open_container(a.input);
   formats::format_for_output(a.output);  // a usage error before any work
   DecodeOptions dopt;
   if (!a.memory_limit.empty()) dopt.memory_limit = parse_size(a.memory_limit);
   dopt.threads = thread_count(a.threads);
   SequenceDecoder dec(reader, dopt);
   std::vector<size_t> frames;
-  if (a.frame >= 0) {
-    reader.frame(static_cast<size_t>(a.frame));
-    frames.push_back(static_cast<size_t>(a.frame));
+  if (a.frame) {
+    // Python's rule: -1 is the last frame, -N the first of N.
+    const long long n = static_cast<long long>(reader.frame_count());
+    const long long f = *a.frame < 0 ? *a.frame + n : *a.frame;
+    if (f < 0 || f >= n)
+      fail(ErrorCode::Usage, "--frame " + std::to_string(*a.frame) + ": the container holds " + std::to_string(n) +
+                                 " frame(s): 0.." + std::to_string(n - 1) + ", or -" + std::to_string(n) +
+                                 "..-1 counting from the end");
+    frames.push_back(static_cast<size_t>(f));
   } else {
     for (size_t f = 0; f < reader.frame_count(); ++f) frames.push_back(f);
   }
-  if (frames.size() > 1 && a.output == "-")
+  // Several frames into one stream: a character device (/dev/null, to check that every frame
+  // decodes) takes each frame in turn; stdout, a FIFO or another device would get several
+  // archives back to back, which no reader takes apart, so one frame must be chosen.
+  bool char_device = false;
+  const bool special = is_special(a.output, char_device);
+  if (frames.size() > 1 && (a.output == "-" || (special && !char_device)))
     fail(ErrorCode::Usage, "the container holds " + std::to_string(frames.size()) +
-                               " frames: choose one with --frame N to write to stdout");
+                               " frames: choose one with --frame N (-1: the last) to write to " +
+                               (a.output == "-" ? std::string("stdout") : a.output));
   // The bar counts the decoded tensors' bytes (with --tensor, one tensor per frame).
   uint64_t total = 0;
   for (size_t f : frames)
@@ -98,8 +138,9 @@ int run_decode(const DecodeArgs& a) {
   ProgressBar bar("decode", total, ProgressBar::Unit::Bytes);
   auto advance = [&bar](const Tensor& t) { bar.advance(t.elements() * dtype_size(t.dtype()), t.name()); };
   const auto metadata = input_metadata(reader);
+  const auto attributes = input_attributes(reader, a.tensor);
   for (size_t f : frames)  // a directory is a valid output here (one .npy per tensor)
-    check_output_path(a.frame >= 0 ? a.output : frame_path(a.output, f, frames.size()), {a.input}, true);
+    check_output_path(a.frame ? a.output : frame_path(a.output, f, frames.size()), {a.input}, true);
   // Every frame's file is completed under a temporary name, and renamed into place only once
   // all of them are: a failure in frame k leaves no file of frames 0..k-1.
   std::vector<std::unique_ptr<formats::SnapshotWriter>> done;
@@ -112,9 +153,18 @@ int run_decode(const DecodeArgs& a) {
     }
   } drop{done};
   for (size_t f : frames) {
-    std::string out = a.frame >= 0 ? a.output : frame_path(a.output, f, frames.size());
+    std::string out = a.frame ? a.output : frame_path(a.output, f, frames.size());
     auto writer = formats::create_snapshot(out, a.force);
     if (!metadata[f].empty()) writer->set_metadata(metadata[f]);
+    if (!attributes[f].empty() && !writer->set_attributes_json(attributes[f])) {
+      const auto objects = nlohmann::ordered_json::parse(attributes[f]);
+      size_t count = 0;
+      for (const auto& e : objects)
+        if (e.is_object() && e.contains("attrs") && e["attrs"].is_array()) count += e["attrs"].size();
+      warn(out + ": " + std::to_string(count) + " HDF5 attribute(s) of " + std::to_string(objects.size()) +
+           " group(s)/dataset(s) not written: " + formats::format_title(formats::format_for_output(out)) +
+           " has no place for them (decode to .h5 to keep them)");
+    }
     size_t frames_read = 0;
     if (!a.tensor.empty()) {
       size_t found = SIZE_MAX;
@@ -169,7 +219,7 @@ void setup_decode(CLI::App& app, Runner& run) {
   sub->add_option("IN", a->input, "the .gcz container, or - for stdin")->required();
   sub->add_option("-o,--output", a->output, "output: .npz, .h5/.hdf5, .safetensors, .npy, DIR/ (or - : npz to stdout)")
       ->required();
-  sub->add_option("--frame", a->frame, "decode only frame N (0-based)")->check(whole_number());
+  sub->add_option("--frame", a->frame, "decode only frame N (0-based; negative counts from the end: -1 is the last)");
   sub->add_option("--tensor", a->tensor, "decode only the tensor with this name");
   sub->add_flag("-f,--force", a->force, "replace outputs that exist");
   sub->add_flag("-v,--verbose", a->verbose, "say which frames were read");

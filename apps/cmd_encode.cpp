@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
 #include <unistd.h>
 
 namespace gradcodec::cli {
@@ -18,7 +19,9 @@ struct EncodeArgs {
   unsigned threads = 0;
   uint32_t keyframe_interval = 0;
   bool force = false;
+  bool force_name = false;
   NonFinite nonfinite = NonFinite::Refuse;
+  RecordPaths record_paths = RecordPaths::Relative;
   InputOptions in;
 };
 
@@ -30,6 +33,7 @@ int run_encode(const EncodeArgs& a) {
   for (const auto& i : a.inputs) stdin_uses += i == "-";
   if (stdin_uses > 1) fail(ErrorCode::Usage, "standard input ('-') can be read only once");
   check_output_path(a.output, a.inputs);
+  check_container_name(a.output, a.force_name);
   Pipeline pipeline = choose_pipeline(a.preset, a.pipeline);
   EncodeOptions eo;
   eo.seed = a.seed;
@@ -42,13 +46,24 @@ int run_encode(const EncodeArgs& a) {
   nlohmann::ordered_json desc = nlohmann::ordered_json::array();
   for (const auto& path : a.inputs) {
     inputs.push_back(open_input(path, a.in));
-    desc.push_back({{"path", path}, {"format", formats::format_name(inputs.back().reader->format())}});
+    desc.push_back({{"path", recorded_path(path, a.record_paths)}, {"format", formats::format_name(inputs.back().reader->format())}});
     // The input's own metadata (safetensors __metadata__), kept for decode to restore.
     const auto meta = inputs.back().reader->metadata();
     if (!meta.empty()) {
       nlohmann::ordered_json m = nlohmann::ordered_json::object();
       for (const auto& [k, v] : meta) m[k] = v;
       desc.back()["metadata"] = std::move(m);
+    }
+    // Its HDF5 attributes (groups' and the encoded datasets', docs/formats.md), for decode to
+    // write back; those of datasets left out go with them.
+    const std::string attrs = inputs.back().reader->attributes_json();
+    if (!attrs.empty()) {
+      std::set<std::string> kept;
+      for (size_t k : inputs.back().selected) kept.insert(inputs.back().reader->arrays()[k].name);
+      nlohmann::ordered_json objects = nlohmann::ordered_json::array();
+      for (auto& e : nlohmann::ordered_json::parse(attrs))
+        if (!e.contains("tensor") || kept.count(e["tensor"].get<std::string>())) objects.push_back(std::move(e));
+      if (!objects.empty()) desc.back()["hdf5_attributes"] = std::move(objects);
     }
   }
   // The bar counts the floating tensors' bytes (pass-through arrays are stored as they are).
@@ -64,6 +79,7 @@ int run_encode(const EncodeArgs& a) {
   uint64_t in_bytes = 0, elements = 0, tensors = 0;
   for (auto& in : inputs) {
     FrameSource src = frame_source(in);
+    src.recorded = recorded_path(in.path, a.record_paths);
     for (const auto& o : enc.encode_frame(src, writer)) {
       in_bytes += o.input_bytes;
       if (is_float(o.info.dtype)) elements += o.info.elements();
@@ -102,7 +118,9 @@ void setup_encode(CLI::App& app, Runner& run) {
   sub->add_option("--keyframe-interval", a->keyframe_interval,
                   "every K-th frame needs no earlier frame (0: only the first)");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
+  sub->add_flag("--force-name", a->force_name, "accept an OUTPUT named like a snapshot (.npz, .npy, .h5, .safetensors)");
   add_input_options(*sub, a->in);
+  add_record_paths_option(*sub, a->record_paths);
   add_nonfinite_option(*sub, a->nonfinite);
   sub->callback([a, &run] { run = [a] { return run_encode(*a); }; });
 }

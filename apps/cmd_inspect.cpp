@@ -76,7 +76,7 @@ std::string short_stages(const std::string& pipeline_json) {
 }
 
 int run_inspect(const InspectArgs& a) {
-  ContainerReader r = ContainerReader::open(a.input);
+  ContainerReader r = open_container(a.input);
   const ContainerHeader& h = r.header();
   ordered_json out;
   out["file"] = a.input;

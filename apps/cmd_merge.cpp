@@ -22,6 +22,8 @@ struct MergeArgs {
   std::optional<double> eta;
   unsigned threads = 0;
   bool force = false;
+  bool force_name = false;
+  RecordPaths record_paths = RecordPaths::Relative;
 };
 
 int run_merge(const MergeArgs& a) {
@@ -32,6 +34,7 @@ int run_merge(const MergeArgs& a) {
   for (const auto& i : a.inputs)
     if (i == "-") fail(ErrorCode::Usage, "merge reads its inputs by name: standard input ('-') is not supported");
   check_output_path(a.output, a.inputs);
+  check_container_name(a.output, a.force_name);
   o.seed = a.seed;
   o.eta = a.eta;
   o.threads = thread_count(a.threads);
@@ -42,8 +45,8 @@ int run_merge(const MergeArgs& a) {
   readers.reserve(a.inputs.size());
   nlohmann::ordered_json desc = nlohmann::ordered_json::array();
   for (const auto& path : a.inputs) {
-    readers.push_back(ContainerReader::open(path));
-    desc.push_back({{"path", path}, {"format", "gcz"}, {"merge", merge_method_name(o.method)}});
+    readers.push_back(open_container(path));
+    desc.push_back({{"path", recorded_path(path, a.record_paths)}, {"format", "gcz"}, {"merge", merge_method_name(o.method)}});
   }
   std::vector<const ContainerReader*> ptrs;
   for (const auto& r : readers) ptrs.push_back(&r);
@@ -83,6 +86,8 @@ void setup_merge(CLI::App& app, Runner& run) {
   pre->excludes(pip);
   sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores); output bytes do not depend on it");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
+  sub->add_flag("--force-name", a->force_name, "accept an OUTPUT named like a snapshot (.npz, .npy, .h5, .safetensors)");
+  add_record_paths_option(*sub, a->record_paths);
   sub->callback([a, &run] { run = [a] { return run_merge(*a); }; });
 }
 

@@ -3,11 +3,13 @@
 #include "progress.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -213,6 +215,71 @@ void add_nonfinite_option(CLI::App& app, NonFinite& policy) {
          "turn into Inf (beyond fp16's range, an overflowing norm); raw: store such tensors raw "
          "(lossless pipelines always keep them bit-exact)")
       ->check(CLI::IsMember({"refuse", "raw"}));
+}
+
+void check_container_name(const std::string& output, bool force_name) {
+  if (output == "-" || force_name) return;
+  std::string ext = std::filesystem::path(output).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  const char* title = ext == ".npz"                       ? "an NPZ"
+                      : ext == ".npy"                     ? "an NPY"
+                      : ext == ".h5" || ext == ".hdf5"    ? "an HDF5"
+                      : ext == ".safetensors"             ? "a safetensors"
+                                                          : nullptr;
+  if (!title) return;
+  const std::string stem = (std::filesystem::path(output).parent_path() / std::filesystem::path(output).stem()).string();
+  fail(ErrorCode::Usage, output + ": the name promises " + title + " file, but this writes a gradcodec container; "
+                             "name it " + stem + ".gcz, or give --force-name to keep the name");
+}
+
+ContainerReader open_container(const std::string& path) {
+  auto file = InputFile::open(path, /*readable=*/true);
+  static const char kGcz[8] = {'\x89', 'G', 'C', 'Z', '\r', '\n', '\x1a', '\n'};
+  const bool gcz = file->size() >= 8 && std::memcmp(file->data(), kGcz, 8) == 0;
+  if (!gcz)
+    if (auto f = formats::sniff_format(file->data(), file->size()))
+      fail(ErrorCode::Input, file->path() + ": this is " +
+                                 (*f == formats::Format::Npz || *f == formats::Format::Npy ? "an " : "a ") +
+                                 formats::format_title(*f) +
+                                 " file, not a gradcodec container; `gradcodec encode` compresses it");
+  return ContainerReader(std::move(file));
+}
+
+std::string recorded_path(const std::string& path, RecordPaths mode) {
+  namespace fs = std::filesystem;
+  if (path == "-" || path.empty()) return path;
+  const fs::path given(path);
+  // The base name of a path: "dir/" names the directory itself.
+  auto base = [](const fs::path& p) {
+    const fs::path n = p.lexically_normal();
+    fs::path name = n.filename();
+    if (name.empty()) name = n.parent_path().filename();
+    return name.empty() ? n.string() : name.string();
+  };
+  if (mode == RecordPaths::Name) return base(given);
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  if (mode == RecordPaths::Absolute) {
+    if (given.is_absolute() || ec) return given.lexically_normal().string();
+    return (cwd / given).lexically_normal().string();
+  }
+  fs::path rel = given.is_absolute() ? (ec ? fs::path() : given.lexically_normal().lexically_relative(cwd))
+                                     : given.lexically_normal();
+  std::string r = rel.string();
+  while (r.size() > 1 && r.back() == '/') r.pop_back();  // "dir/" -> "dir"
+  if (r.empty() || r == ".." || r.rfind("../", 0) == 0 || fs::path(r).is_absolute()) return base(given);
+  return r;
+}
+
+void add_record_paths_option(CLI::App& app, RecordPaths& mode) {
+  app.add_option_function<std::string>(
+         "--record-paths",
+         [&mode](const std::string& s) {
+           mode = s == "absolute" ? RecordPaths::Absolute : s == "name" ? RecordPaths::Name : RecordPaths::Relative;
+         },
+         "how the container names its inputs: relative (default: relative to the working directory, "
+         "or the base name for a file outside it), name (base name only) or absolute")
+      ->check(CLI::IsMember({"relative", "name", "absolute"}));
 }
 
 Pipeline choose_pipeline(const std::string& preset, const std::string& text) {

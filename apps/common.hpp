@@ -61,6 +61,26 @@ FrameSource frame_source(OpenInput& in);
 void add_input_options(CLI::App& app, InputOptions& opt);
 // --nonfinite refuse|raw: what a lossy pipeline does with a tensor holding NaN/Inf.
 void add_nonfinite_option(CLI::App& app, NonFinite& policy);
+// How a container records where each input came from (the header's inputs[].path and each
+// frame's source), so that a container shared with someone else does not reveal the writer's
+// directories. Relative (default): a relative path that stays under the working directory is
+// kept as given, lexically normalized ("./a/../b.npz" -> "b.npz"); an absolute one under the
+// working directory is made relative to it; any other path (outside it, or climbing out with
+// "..") is reduced to its base name. Name: always the base name. Absolute: the absolute path,
+// lexically normalized. "-" (standard input) is kept as "-" in every mode.
+enum class RecordPaths { Relative, Name, Absolute };
+std::string recorded_path(const std::string& path, RecordPaths mode);
+// Registers --record-paths relative|name|absolute on a subcommand.
+void add_record_paths_option(CLI::App& app, RecordPaths& mode);
+// Refuses (Usage), unless `force_name`, a container output whose extension promises a snapshot
+// format (.npz, .npy, .h5, .hdf5, .safetensors): numpy or h5py would later fail on it, and a
+// decode meant to produce such a file may have been intended. Any other name is accepted.
+void check_container_name(const std::string& output, bool force_name);
+// Opens a .gcz container like ContainerReader::open, but a snapshot given where a container is
+// expected (an NPZ, NPY, HDF5 or safetensors file) is refused as such (Input, exit 2: "this is
+// an NPZ file, not a gradcodec container; `gradcodec encode` compresses it") rather than as a
+// corrupt container.
+ContainerReader open_container(const std::string& path);
 // The pipeline chosen by --preset/--pipeline (default: the lossless preset).
 Pipeline choose_pipeline(const std::string& preset, const std::string& text);
 

@@ -30,6 +30,7 @@
 //   randomly corrupted files, inside H5Dopen/B-tree decoding, before this code sees any value).
 #include "readers.hpp"
 
+#include "hdf5_attrs.hpp"
 #include "hdf5_common.hpp"
 #include "hdf5_types.hpp"
 
@@ -93,6 +94,7 @@ ObjKey key_of(const ObjInfo& info) { return info.addr; }
 
 struct VisitState {
   std::vector<std::string> datasets;
+  std::vector<std::pair<std::string, H5O_type_t>> objects;  // in visit order (for their attributes)
   std::set<std::string> visited;          // every object, under the name H5Ovisit gave it
   std::map<ObjKey, std::string> linked;   // objects with several hard links → that name
   bool failed = false;
@@ -104,6 +106,7 @@ herr_t visit_object(hid_t, const char* name, const ObjInfo* info, void* data) no
     if (!info || !name) return 0;
     if (info->type == H5O_TYPE_DATASET) s->datasets.emplace_back(name);
     s->visited.emplace(name);
+    s->objects.emplace_back(name, info->type);
     if (info->rc > 1) s->linked.emplace(key_of(*info), name);
     return 0;
   } catch (...) {
@@ -241,6 +244,8 @@ class Hdf5Reader final : public SnapshotReader {
   const std::string& path() const override { return file_->path(); }
   const std::vector<TensorInfo>& arrays() const override { return infos_; }
   std::vector<std::string> notes() const override { return notes_; }
+  std::string attributes_json() const override { return attrs_; }
+  void set_attributes(std::string json) { attrs_ = std::move(json); }
 
   std::string unreadable(size_t i) const override {
     if (i >= entries_.size() || entries_[i].how != ReadHow::Unreadable) return {};
@@ -291,6 +296,7 @@ class Hdf5Reader final : public SnapshotReader {
   std::vector<Entry> entries_;
   std::vector<TensorInfo> infos_;
   std::vector<std::string> notes_;
+  std::string attrs_;
 };
 
 // Inspects one dataset; throws Error(Input) for a dataset that lies about itself.
@@ -457,7 +463,22 @@ std::unique_ptr<SnapshotReader> open_hdf5(std::shared_ptr<const InputFile> file)
     entries.push_back(std::move(e));
   }
   std::vector<std::string> notes = link_notes(fid.get(), state);
-  return std::make_unique<Hdf5Reader>(std::move(file), std::move(fid), std::move(entries), std::move(notes));
+  // Attributes of the root group, then of every group and dataset in visit order (named
+  // datatypes are not read, nor their attributes).
+  std::map<std::string, std::string> tensor_of;  // HDF5 path → tensor name
+  for (const auto& e : entries) tensor_of.emplace(e.h5path, e.info.name);
+  std::vector<AttrObject> with_attrs{{"/", ""}};
+  for (const auto& [rel, type] : state.objects) {
+    if (rel == ".") continue;  // the root group, listed first above
+    const std::string h5path = "/" + rel;
+    if (type == H5O_TYPE_GROUP) with_attrs.push_back({h5path, ""});
+    if (type != H5O_TYPE_DATASET) continue;
+    if (auto it = tensor_of.find(h5path); it != tensor_of.end()) with_attrs.push_back({h5path, it->second});
+  }
+  std::string attrs = read_attributes(fid.get(), with_attrs, notes);
+  auto reader = std::make_unique<Hdf5Reader>(std::move(file), std::move(fid), std::move(entries), std::move(notes));
+  reader->set_attributes(std::move(attrs));
+  return reader;
 }
 
 }  // namespace gradcodec::formats

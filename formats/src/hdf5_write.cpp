@@ -15,6 +15,7 @@
 //   anything else is refused (Usage) naming the tensor and the descr.
 #include "readers.hpp"
 
+#include "hdf5_attrs.hpp"
 #include "hdf5_common.hpp"
 #include "hdf5_types.hpp"
 
@@ -384,10 +385,20 @@ class Hdf5Writer final : public SnapshotWriter {
     }
   }
 
+  bool set_attributes_json(const std::string& json) override {
+    attrs_ = json;
+    return true;
+  }
+
   void complete() override {
     if (finished_) return;
     {
       H5Lock lock;
+      if (!attrs_.empty()) {
+        std::map<std::string, std::string> tensor_paths;  // tensor name → HDF5 path
+        for (const auto& [h5path, tensor] : datasets_) tensor_paths.emplace(tensor, h5path);
+        for (auto& w : write_attributes(fid_.get(), lcpl_.get(), attrs_, tensor_paths)) attr_warnings_.push_back(std::move(w));
+      }
       lcpl_.close();
       if (fid_.close() < 0) fail(ErrorCode::Input, path_ + ": " + with_detail("cannot complete the HDF5 file"));
     }
@@ -400,7 +411,8 @@ class Hdf5Writer final : public SnapshotWriter {
   }
 
   std::vector<std::string> take_warnings() override {
-    std::vector<std::string> w;
+    std::vector<std::string> w = std::move(attr_warnings_);
+    attr_warnings_.clear();
     if (bf16_count_ > 0) {
       w.push_back(std::to_string(bf16_count_) + " bf16 tensor(s) (first: '" + first_bf16_ +
                   "') stored as a custom 2-byte HDF5 float (bfloat16 layout); h5py reads them as float32, "
@@ -419,6 +431,8 @@ class Hdf5Writer final : public SnapshotWriter {
   std::map<std::string, std::string> groups_;    // HDF5 group path → first tensor that needed it
   size_t bf16_count_ = 0;
   std::string first_bf16_;
+  std::string attrs_;                        // HDF5 attributes to write (hdf5_attrs.hpp), or ""
+  std::vector<std::string> attr_warnings_;   // what of them could not be written
   bool finished_ = false;
 };
 

@@ -56,6 +56,30 @@ const char* format_name(Format f) noexcept {
   return "?";
 }
 
+const char* format_title(Format f) noexcept {
+  switch (f) {
+    case Format::Npy: return "NPY";
+    case Format::NpyDir: return "directory of NPY";
+    case Format::Npz: return "NPZ";
+    case Format::Hdf5: return "HDF5";
+    case Format::Safetensors: return "safetensors";
+  }
+  return "?";
+}
+
+std::optional<Format> sniff_format(const uint8_t* d, uint64_t size) noexcept {
+  auto starts = [&](const char* magic, size_t n) { return size >= n && std::memcmp(d, magic, n) == 0; };
+  if (starts("\x93NUMPY", 6)) return Format::Npy;
+  if (starts("PK\x03\x04", 4) || starts("PK\x05\x06", 4)) return Format::Npz;
+  if (starts("\x89HDF\r\n\x1a\n", 8)) return Format::Hdf5;
+  if (size >= 10 && d[8] == '{') {
+    uint64_t n = 0;
+    for (int k = 7; k >= 0; --k) n = (n << 8) | d[k];
+    if (n >= 2 && n <= size - 8) return Format::Safetensors;
+  }
+  return std::nullopt;
+}
+
 std::unique_ptr<SnapshotReader> open_snapshot(const std::string& path) {
   if (path != "-" && is_directory(path)) return open_npy_dir(path);
   // An npz's members are read with pread (InputFile::read_at), so its descriptor stays open;

@@ -298,10 +298,25 @@ Pipeline Pipeline::parse(const std::string& text) {
     if (lx.eat('(')) {
       if (!lx.eat(')')) {
         do {
+          const size_t at = lx.i;
           std::string key = lx.ident();
           const ParamSpec* ps = nullptr;
           for (const auto& p : e.params)
             if (p.name == key) ps = &p;
+          if (!ps) {
+            // A value without its name ("topk(0.01)"): show the NAME=VALUE form with the
+            // stage's first parameter.
+            Lexer ahead{text, lx.i};
+            if (!ahead.eat('=')) {
+              lx.i = at;
+              bool quoted = false;
+              std::string raw = lx.value(quoted);
+              if (quoted) raw = "\"" + raw + "\"";
+              if (e.params.empty()) usage(name + " takes no parameters (got '" + raw + "')");
+              usage(name + ": parameters are given as NAME=VALUE, e.g. " + name + "(" + e.params.front().name + "=" +
+                    raw + ") (" + param_list(e) + ")");
+            }
+          }
           if (!ps) usage(name + ": unknown parameter '" + key + "' (" + param_list(e) + ")");
           if (!lx.eat('=')) usage(name + ": expected '=' after '" + key + "'");
           bool quoted = false;

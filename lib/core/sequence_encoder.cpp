@@ -82,7 +82,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   Impl& im = *impl_;
   const uint32_t frame = frame_;
   const bool keyframe = frame == 0 || (im.opt.keyframe_interval && frame % im.opt.keyframe_interval == 0);
-  w.begin_frame({frame, keyframe, src.source});
+  w.begin_frame({frame, keyframe, src.recorded.empty() ? src.source : src.recorded});
   std::vector<TensorOutcome> outcomes;
   std::set<std::string> seen, floats;
   const unsigned threads = std::max(1u, im.opt.threads);

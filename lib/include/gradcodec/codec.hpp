@@ -156,7 +156,8 @@ struct FrameSource {
   size_t count = 0;
   std::function<TensorInfo(size_t)> info;  // metadata without loading
   std::function<Tensor(size_t)> load;
-  std::string source;  // informative
+  std::string source;    // informative: names the input in error messages
+  std::string recorded;  // the frame's source as the container records it; empty: `source`
 };
 
 class SequenceEncoder {

@@ -8,7 +8,9 @@
 
 #include <gradcodec/tensor.hpp>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +19,14 @@ namespace gradcodec::formats {
 
 enum class Format { Npy, NpyDir, Npz, Hdf5, Safetensors };
 const char* format_name(Format f) noexcept;
+
+// The snapshot format whose signature the first bytes of a file carry (NPY's "\x93NUMPY", a zip
+// archive as NPZ, HDF5's "\x89HDF\r\n\x1a\n", safetensors' u64 header length followed by '{'
+// and within the file), or nullopt. Lets a caller expecting something else (a container) say
+// what the file is.
+std::optional<Format> sniff_format(const uint8_t* data, uint64_t size) noexcept;
+// "NPY", "NPZ", "directory of NPY", "HDF5", "safetensors": the format as a user calls it.
+const char* format_title(Format f) noexcept;
 
 // A lazily read snapshot: open() validates the container structure and lists every array
 // (floating or not) in file order; read(i) loads one array's data. Lengths and offsets are
@@ -38,6 +48,10 @@ class SnapshotReader {
   // The file's own key/value metadata (safetensors "__metadata__"), in file order; empty for
   // formats without one. encode keeps it in the container and decode to safetensors restores it.
   virtual std::vector<std::pair<std::string, std::string>> metadata() const { return {}; }
+  // The attributes of an HDF5 file's groups and datasets as JSON text (the layout of
+  // docs/formats.md, "HDF5 attributes"), or "" when there are none or the format has none.
+  // Attributes that cannot be kept are named in notes().
+  virtual std::string attributes_json() const { return {}; }
   // What open() saw in the file but will not read (HDF5 soft and external links), one line
   // each, for the caller to show: nothing is left out without a word.
   virtual std::vector<std::string> notes() const { return {}; }
@@ -69,6 +83,14 @@ class SnapshotWriter {
   // as "__metadata__" instead of its default {"format": "pt"}). Formats without such a place
   // ignore it.
   virtual void set_metadata(std::vector<std::pair<std::string, std::string>> metadata) { (void)metadata; }
+  // Optional, before complete(): HDF5 attributes as attributes_json() gives them. Returns
+  // whether the format keeps them (HDF5 does; the others have no place for them and return
+  // false, leaving the caller to say so). What an HDF5 output cannot place is reported by
+  // take_warnings().
+  virtual bool set_attributes_json(const std::string& json) {
+    (void)json;
+    return false;
+  }
   virtual void add(const Tensor& t) = 0;
   // Completes the file (or a directory's files) under temporary names; publish() then renames
   // it into place. Without publish() the destructor removes everything written. A caller
