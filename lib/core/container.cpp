@@ -3,6 +3,7 @@
 #include <gradcodec/pipeline.hpp>
 
 #include "core/checksum.hpp"
+#include "core/json_capped.hpp"
 #include "core/pages.hpp"
 #include "core/thread_buffer.hpp"
 
@@ -242,8 +243,11 @@ ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(
   std::memcpy(&hsum, d + kPreambleSize + header_len, 8);
   if (hsum != xxh3(d, kPreambleSize + header_len)) corrupt("header", kPreambleSize, "checksum mismatch");
   {
-    auto j = nlohmann::ordered_json::parse(d + kPreambleSize, d + kPreambleSize + header_len, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) corrupt("header", kPreambleSize, "not a JSON object");
+    const auto parsed = parse_json_capped<nlohmann::ordered_json>(
+        std::string_view(reinterpret_cast<const char*>(d + kPreambleSize), header_len));
+    if (!parsed.error.empty()) corrupt("header", kPreambleSize, parsed.error);
+    const nlohmann::ordered_json& j = parsed.value;
+    if (!j.is_object()) corrupt("header", kPreambleSize, "not a JSON object");
     try {
       if (j.value("format", "") != "gcz") corrupt("header", kPreambleSize, "missing \"format\": \"gcz\"");
       header_.tool = j.at("tool").get<std::string>();
