@@ -228,4 +228,60 @@ def test_shallow_unknown_safetensors_field_is_ignored():
     run("encode", f, "-o", path("shallow.gcz"), "--preset", "lossless", "--quiet")
 
 
+# ---------------------------------------------------------------- 10. header values are checked
+
+BAD_VALUES = [  # (field, value as written, what the error says)
+    ("keyframe_interval", b"1e300", '"keyframe_interval" must be an integer from 0 to 4294967295, not 1e+300'),
+    ("keyframe_interval", b"4294967296", '"keyframe_interval" must be an integer from 0 to 4294967295, not 4294967296'),
+    ("keyframe_interval", b"-1", '"keyframe_interval" must be an integer from 0 to 4294967295, not -1'),
+    ("keyframe_interval", b"2.0", '"keyframe_interval" must be an integer from 0 to 4294967295, not 2.0'),
+    ("keyframe_interval", b'"3"', '"keyframe_interval" must be an integer from 0 to 4294967295, not a string'),
+    ("keyframe_interval", b"null", '"keyframe_interval" must be an integer from 0 to 4294967295, not null'),
+    ("seed", b"-1", '"seed" must be an integer from 0 to 18446744073709551615, not -1'),
+    ("seed", b"18446744073709551616", '"seed" must be an integer from 0 to 18446744073709551615, not 1.8446744073709552e+19'),
+    ("seed", b"0.5", '"seed" must be an integer from 0 to 18446744073709551615, not 0.5'),
+    ("seed", b"true", '"seed" must be an integer from 0 to 18446744073709551615, not a boolean'),
+    ("seed", b"[0]", '"seed" must be an integer from 0 to 18446744073709551615, not an array'),
+    ("tool", b"7", '"tool" must be a string, not 7'),
+    ("pipeline_text", b"{}", '"pipeline_text" must be a string, not an object'),
+    ("format", b'"zip"', '"format" must be "gcz"'),
+    ("format", b"1", '"format" must be "gcz"'),
+    ("inputs", b'{"path":"g.npz"}', '"inputs" must be an array of objects, not an object'),
+    ("inputs", b'["g.npz"]', '"inputs" must be an array of objects: input 0 is a string'),
+    ("inputs", b'[{"path":1,"format":"npz"}]', '"inputs": input 0: "path" must be a string, not 1'),
+    ("inputs", b'[{"path":"g.npz","format":["npz"]}]', '"inputs": input 0: "format" must be a string, not an array'),
+    ("inputs", b'[{"path":"g.npz","format":"npz","metadata":[]}]',
+     '"inputs": input 0: "metadata" must be an object of strings, not an array'),
+    ("inputs", b'[{"path":"g.npz","format":"npz","metadata":{"a":"b","c":2}}]',
+     '"inputs": input 0: "metadata" must be an object of strings: "c" is 2'),
+    ("pipeline", b'{"stage":"fp16"}', "pipeline JSON: expected a non-empty array of stages"),
+]
+
+
+def test_ill_typed_or_out_of_range_header_values_are_refused():
+    for field, value, why in BAD_VALUES:
+        f = write("hostile.gcz", GOOD.bytes(header_with(field, value)))
+        line = refused(GOOD.bytes(header_with(field, value)), 3)
+        assert line == f"gradcodec: error: {f}: corrupt container: header at offset 16: {why}", (field, value, line)
+
+
+def test_missing_header_fields_are_refused():
+    for field in ("tool", "pipeline", "pipeline_text", "seed", "keyframe_interval", "inputs", "format"):
+        h = {k: v for k, v in GOOD.header.items() if k != field}
+        f = write("hostile.gcz", GOOD.bytes(json.dumps(h).encode()))
+        line = refused(GOOD.bytes(json.dumps(h).encode()), 3)
+        want = '"format" must be "gcz"' if field == "format" else f'missing field "{field}"'
+        assert line == f"gradcodec: error: {f}: corrupt container: header at offset 16: {want}", line
+
+
+def test_header_values_at_their_limits_are_read():
+    h = dict(GOOD.header, seed=2**64 - 1, keyframe_interval=2**32 - 1)
+    h["inputs"] = [dict(h["inputs"][0], metadata={"a": "b"})]
+    f = write("limits.gcz", GOOD.bytes(json.dumps(h).encode()))
+    out, _ = run("inspect", f, "--json")
+    info = json.loads(out)
+    assert (info["seed"], info["keyframe_interval"]) == (2**64 - 1, 2**32 - 1), info
+    run("decode", f, "-o", path("limits.npz"), "--quiet", "--force")
+
+
 clitest.run_all(globals())
