@@ -9,6 +9,8 @@
 
 #include "core/json_capped.hpp"
 
+#include <gradcodec/container_error.hpp>
+
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -95,7 +97,12 @@ int run_inspect(const InspectArgs& a) {
         auto& ps = variant_stages[m.variant];
         if (!ps) ps = std::make_unique<PipelineStages>(Pipeline::from_json(r.variants()[m.variant]));
         if (ps->has_stats()) {  // figures the stages stored in their streams (bloom, curvefit)
-          StageStats st = ps->stats(m.info, r.streams(m), true);
+          StageStats st;
+          try {
+            st = ps->stats(m.info, r.streams(m), true);
+          } catch (...) {
+            rethrow_located(r, f, i, m);
+          }
           ordered_json sj = ordered_json::object();
           for (const auto& x : st) sj[x.name] = x.value();
           t["stage_stats"] = sj;

@@ -1,5 +1,6 @@
 // The .gcz container v1: writer and reader. Byte layout: docs/format.md.
 #include <gradcodec/container.hpp>
+#include <gradcodec/container_error.hpp>
 #include <gradcodec/pipeline.hpp>
 
 #include "core/checksum.hpp"
@@ -246,8 +247,21 @@ void ContainerWriter::finish() {
 // ---------------------------------------------------------------- reader
 
 void ContainerReader::corrupt(const std::string& section, uint64_t offset, const std::string& why) const {
-  fail(ErrorCode::Corrupt, file_->path() + ": corrupt container: " + section + " at offset " +
-                               std::to_string(offset) + ": " + why);
+  throw ContainerError(file_->path() + ": corrupt container: " + section + " at offset " + std::to_string(offset) +
+                       ": " + why);
+}
+
+void rethrow_located(const ContainerReader& reader, size_t f, size_t i, const RecordMeta& m) {
+  try {
+    throw;
+  } catch (const ContainerError&) {
+    throw;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Corrupt) throw;
+    throw ContainerError(reader.path() + ": corrupt container: record " + std::to_string(i) + " of frame " +
+                         std::to_string(f) + " (tensor " + m.info.name + ") at offset " + std::to_string(m.offset) +
+                         ": " + e.what());
+  }
 }
 
 ContainerReader ContainerReader::open(const std::string& path) {

@@ -228,6 +228,48 @@ def test_shallow_unknown_safetensors_field_is_ignored():
     run("encode", f, "-o", path("shallow.gcz"), "--preset", "lossless", "--quiet")
 
 
+# ---------------------------------------------------------------- 9. stage decoder errors say where
+
+def damaged_index(pipeline, gap_byte):
+    """A two-tensor container of `pipeline` whose second tensor's index stream has byte gap_byte
+    raised to 0x7f (a gap beyond the tensor), its checksums re-sealed; with the record's offset."""
+    np.savez(path("s.npz"), a=np.linspace(-2, 2, 40, dtype=np.float32), w=np.linspace(-1, 1, 40, dtype=np.float32))
+    run("encode", path("s.npz"), "-o", path("s.gcz"), "--pipeline", pipeline, "--quiet", "--force")
+    g = Gcz(open(path("s.gcz"), "rb").read())
+    data = open(path("s.gcz"), "rb").read()
+    body_start = 16 + struct.unpack_from("<I", data, 12)[0] + 8
+    idx = bytearray(g.stream(0, 1, "index"))
+    idx[gap_byte] = 0x7F
+    g.set_stream(0, 1, "index", bytes(idx))
+    return g.bytes(), body_start + g.frames[0][1][1][0]
+
+
+def test_stage_decoder_error_names_file_frame_tensor_and_offset():
+    data, offset = damaged_index("topk(k=2) | raw | varint", 2)  # count 2, gaps 0 and 0x7f
+    f = write("hostile.gcz", data)
+    line = refused(data, 3)
+    assert line == (f"gradcodec: error: {f}: corrupt container: record 1 of frame 0 (tensor w) at offset {offset}: "
+                    "varint: gap 127 after position 0 leaves the universe of 40 positions"), line
+
+
+def test_stage_decoder_error_in_a_later_frame_and_in_merge():
+    # Frame 1 of a sequence: the frame is named; merge (which decodes every worker) says it too.
+    np.savez(path("f0.npz"), w=np.linspace(-1, 1, 40, dtype=np.float32))
+    np.savez(path("f1.npz"), w=np.linspace(1, -1, 40, dtype=np.float32))
+    for name in ("seq", "other"):
+        run("encode", path("f0.npz"), path("f1.npz"), "-o", path(name + ".gcz"), "--pipeline",
+            "topk(k=2) | raw | varint", "--quiet", "--force")
+    g = Gcz(open(path("seq.gcz"), "rb").read())
+    idx = bytearray(g.stream(1, 0, "index"))
+    idx[2] = 0x7F
+    g.set_stream(1, 0, "index", bytes(idx))
+    f = write("seq.gcz", g.bytes())
+    refused(g.bytes(), 3, ("record 0 of frame 1 (tensor w) at offset", "varint: gap 127"))
+    fails("merge", f, path("other.gcz"), "-o", path("never.gcz"), "--method", "mean", code=3,
+          contains=(f"{f}: corrupt container: record 0 of frame 1 (tensor w) at offset", "varint: gap 127"))
+    assert not os.path.exists(path("never.gcz"))
+
+
 # ---------------------------------------------------------------- 10. header values are checked
 
 BAD_VALUES = [  # (field, value as written, what the error says)
