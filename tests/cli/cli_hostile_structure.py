@@ -7,7 +7,9 @@ import ctypes
 import json
 import os
 import struct
+import subprocess
 import sys
+import unicodedata
 
 import numpy as np
 
@@ -324,6 +326,39 @@ def test_header_values_at_their_limits_are_read():
     info = json.loads(out)
     assert (info["seed"], info["keyframe_interval"]) == (2**64 - 1, 2**32 - 1), info
     run("decode", f, "-o", path("limits.npz"), "--quiet", "--force")
+
+
+# ---------------------------------------------------------------- 14. a library's text on one line
+
+def one_clean_line(cmd, code, contains):
+    """cmd fails with `code` and a stderr of exactly one line that is valid UTF-8 with no control
+    character, nor any character a Unicode reader breaks lines at (U+0085, U+2028, U+2029)."""
+    p = subprocess.run([clitest.EXE, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert p.returncode == code, (p.returncode, p.stderr)
+    text = p.stderr.decode("utf-8")  # raises on bytes that are not UTF-8
+    assert text.endswith("\n") and text.count("\n") == 1, repr(text)
+    line = text[:-1]
+    assert line.startswith("gradcodec: error: ") and len(line.splitlines()) == 1, repr(text)
+    assert not any(unicodedata.category(c) == "Cc" or c in "\u2028\u2029" for c in line), repr(line)
+    for c in contains:
+        assert c in line, (c, line)
+    return line
+
+
+def test_library_message_quoting_the_file_stays_one_line():
+    # nlohmann::json quotes the bytes it last read: a safetensors key holding NEL (U+0085), LINE
+    # SEPARATOR (U+2028) and the control character that stops the parse.
+    header = b'{"\xc2\x85\xe2\x80\xa8x\x01": 1}'
+    header += b" " * (-len(header) % 8)
+    f = write("nel.safetensors", struct.pack("<Q", len(header)) + header)
+    one_clean_line(["encode", f, "-o", path("never.gcz")], 2,
+                   ("invalid JSON in header", "\\u0085\\u2028x<U+0001>"))
+    # ... and a container header's byte that is not UTF-8 (the header is not checked for UTF-8
+    # before it is parsed; nlohmann::json stops there and quotes it), escaped.
+    h = header_with("tool", b'"\xff\xfe\x1b[2J"')
+    one_clean_line(["inspect", write("hostile.gcz", GOOD.bytes(h))], 3,
+                   ("header at offset 16: not valid JSON", "last read: '\"\\xff'"))
+    assert not os.path.exists(path("never.gcz"))
 
 
 clitest.run_all(globals())
