@@ -20,7 +20,7 @@ class ContainerError : public Error {
 // rethrows the exception in flight, a Corrupt Error from the stage (which knows nothing of the
 // file) as a ContainerError naming the file, the frame, the record, its tensor and its offset as
 // the reader's own checks do: "<file>: corrupt container: record 1 of frame 0 (tensor w) at
-// offset 312: <the stage's message>". A ContainerError, another code or another exception passes
+// offset 515: <the stage's message>". A ContainerError, another code or another exception passes
 // as it is.
 [[noreturn]] void rethrow_located(const ContainerReader& reader, size_t f, size_t i, const RecordMeta& m);
 
