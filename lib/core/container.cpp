@@ -97,6 +97,13 @@ std::string check_inputs(const nlohmann::ordered_json& inputs) {
   return "";
 }
 
+// A JSON value the writer's caller gave for the header, parsed as every JSON read is (capped).
+nlohmann::ordered_json header_json(const char* field, const std::string& text) {
+  auto parsed = parse_json_capped<nlohmann::ordered_json>(text);
+  if (!parsed.error.empty()) fail(ErrorCode::Internal, std::string("container header: ") + field + ": " + parsed.error);
+  return std::move(parsed.value);
+}
+
 }  // namespace
 
 const char* storage_name(Storage s) noexcept {
@@ -152,11 +159,11 @@ ContainerWriter::ContainerWriter(const std::string& path, bool overwrite, const 
   nlohmann::ordered_json j;
   j["format"] = "gcz";
   j["tool"] = h.tool;
-  j["pipeline"] = nlohmann::ordered_json::parse(h.pipeline_json);
+  j["pipeline"] = header_json("pipeline", h.pipeline_json);
   j["pipeline_text"] = h.pipeline_text;
   j["seed"] = h.seed;
   j["keyframe_interval"] = h.keyframe_interval;
-  j["inputs"] = nlohmann::ordered_json::parse(h.inputs_json);
+  j["inputs"] = header_json("inputs", h.inputs_json);
   std::string text = j.dump();
   if (text.size() > kMaxHeaderBytes) fail(ErrorCode::Usage, "container header larger than 16 MiB");
   std::vector<uint8_t> pre;
