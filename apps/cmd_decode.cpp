@@ -2,6 +2,7 @@
 // A container with several frames and no --frame decodes each frame to OUT with ".frameNNN"
 // before the extension (DIR/ gets DIR/frameNNN/).
 #include "commands.hpp"
+#include "core/json_capped.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -48,7 +49,7 @@ uint64_t parse_size(const std::string& s) {
 // none or the description says nothing usable.
 std::vector<std::vector<std::pair<std::string, std::string>>> input_metadata(const ContainerReader& r) {
   std::vector<std::vector<std::pair<std::string, std::string>>> out(r.frame_count());
-  const auto j = nlohmann::ordered_json::parse(r.header().inputs_json, nullptr, false);
+  const auto j = parse_json_capped<nlohmann::ordered_json>(r.header().inputs_json).value;
   if (!j.is_array() || j.size() != out.size()) return out;
   for (size_t f = 0; f < out.size(); ++f) {
     if (!j[f].is_object() || !j[f].contains("metadata") || !j[f]["metadata"].is_object()) continue;

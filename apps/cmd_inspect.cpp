@@ -7,6 +7,10 @@
 #include "commands.hpp"
 #include "figures.hpp"
 
+#include "core/json_capped.hpp"
+
+#include <gradcodec/container_error.hpp>
+
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -71,6 +75,13 @@ const char* stream_class(const std::string& name) {
   return "side";
 }
 
+// A header value the reader kept as JSON text (checked and depth-capped when the header was read).
+ordered_json header_value(const std::string& text) {
+  auto parsed = parse_json_capped<ordered_json>(text);
+  if (!parsed.error.empty()) fail(ErrorCode::Internal, "header value read back: " + parsed.error);
+  return std::move(parsed.value);
+}
+
 std::string short_stages(const std::string& pipeline_json) {
   return Pipeline::from_json(pipeline_json).text();
 }
@@ -82,10 +93,10 @@ int run_inspect(const InspectArgs& a) {
   out["file"] = a.input;
   out["tool"] = h.tool;
   out["pipeline"] = h.pipeline_text;
-  out["pipeline_json"] = ordered_json::parse(h.pipeline_json);
+  out["pipeline_json"] = header_value(h.pipeline_json);
   out["seed"] = h.seed;
   out["keyframe_interval"] = h.keyframe_interval;
-  out["inputs"] = ordered_json::parse(h.inputs_json);
+  out["inputs"] = header_value(h.inputs_json);
   std::map<uint32_t, std::string> variant_text;
   std::map<uint32_t, std::unique_ptr<PipelineStages>> variant_stages;  // for the stages' figures
   StageStats all_stats;
@@ -127,7 +138,12 @@ int run_inspect(const InspectArgs& a) {
         auto& ps = variant_stages[m.variant];
         if (!ps) ps = std::make_unique<PipelineStages>(Pipeline::from_json(r.variants()[m.variant]));
         if (ps->has_stats()) {  // figures the stages stored in their streams (bloom, curvefit)
-          StageStats st = ps->stats(m.info, r.streams(m), true);
+          StageStats st;
+          try {
+            st = ps->stats(m.info, r.streams(m), true);
+          } catch (...) {
+            rethrow_located(r, f, i, m);
+          }
           ordered_json sj = ordered_json::object();
           for (const auto& x : st) sj[x.name] = x.value();
           t["stage_stats"] = sj;

@@ -2,6 +2,8 @@
 #include "name_filter.hpp"
 #include "progress.hpp"
 
+#include <gradcodec/one_line.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -55,27 +57,7 @@ void warn(const std::string& msg) {
   std::fprintf(stderr, "gradcodec: warning: %s\n", one_line(msg).c_str());
 }
 
-std::string one_line(const std::string& msg) {
-  std::string out;
-  out.reserve(msg.size());
-  for (unsigned char c : msg) {
-    if (c >= 0x20 && c != 0x7f) {
-      out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
+std::string one_line(const std::string& msg) { return gradcodec::one_line(msg); }  // (one_line.hpp)
 
 CLI::Validator non_empty_text() {
   return CLI::Validator(

@@ -17,7 +17,9 @@
 //  * JSON objects are unordered, so arrays() lists the tensors in data-offset order (the byte
 //    layout order of the file; equal to header order for files written by the reference writer
 //    and by us). Empty tensors sharing an offset keep their header order.
-//  * The header is parsed with a SAX handler: no DOM is built, duplicate keys are seen.
+//  * The header is parsed with a SAX handler: no DOM is built, duplicate keys are seen. Arrays and
+//    objects nested more than kMaxJsonDepth (128) levels are refused, as the reference's serde_json
+//    refuses them (at its default recursion limit of 128).
 //  * dtypes: F16/BF16/F32/F64 are floats; BOOL, U8..U64, I8..I64, C64 are DType::Other with the
 //    numpy descr ("|b1", "|u1", "<u2", "|i1", "<i8", "<c8", ...). The 8-bit float kinds F8_E4M3,
 //    F8_E5M2, F8_E8M0 have no numpy type: they become DType::Other with the one-field structured
@@ -31,6 +33,8 @@
 #include "text.hpp"
 
 #include <gradcodec/error.hpp>
+
+#include "core/json_capped.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -343,12 +347,14 @@ class SafetensorsReader final : public SnapshotReader {
     if (n == 0 || h[0] != '{') bad("header does not start with '{'");
 
     HeaderSax sax;
+    DepthCappedSax<nlohmann::json, HeaderSax> capped(sax);  // (the Skip frames would grow without end)
     bool ok = false;
     try {
-      ok = nlohmann::json::sax_parse(h, h + n, &sax, nlohmann::json::input_format_t::json, true);
+      ok = nlohmann::json::sax_parse(h, h + n, &capped, nlohmann::json::input_format_t::json, true);
     } catch (const nlohmann::json::exception& e) {
       if (sax.error.empty()) sax.error = std::string("invalid JSON in header: ") + e.what();
     }
+    if (!capped.error().empty()) bad("header has " + capped.error());
     if (!ok || !sax.error.empty())
       bad((sax.error.empty() ? std::string("header is not valid JSON") : sax.error));
 

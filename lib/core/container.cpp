@@ -1,8 +1,10 @@
 // The .gcz container v1: writer and reader. Byte layout: docs/format.md.
 #include <gradcodec/container.hpp>
+#include <gradcodec/container_error.hpp>
 #include <gradcodec/pipeline.hpp>
 
 #include "core/checksum.hpp"
+#include "core/json_capped.hpp"
 #include "core/pages.hpp"
 #include "core/thread_buffer.hpp"
 
@@ -52,6 +54,54 @@ std::vector<uint8_t> encode_meta(const TensorInfo& info, Storage storage, uint32
     w.u64(checksums[k]);
   }
   return m;
+}
+
+// A header value as an error message shows it: a number or literal as written, else its kind
+// (a string or a structure could be megabytes long).
+std::string json_shown(const nlohmann::ordered_json& v) {
+  switch (v.type()) {
+    case nlohmann::ordered_json::value_t::string: return "a string";
+    case nlohmann::ordered_json::value_t::array: return "an array";
+    case nlohmann::ordered_json::value_t::object: return "an object";
+    case nlohmann::ordered_json::value_t::boolean: return "a boolean";
+    case nlohmann::ordered_json::value_t::binary: return "binary data";
+    default: return v.dump();  // null and numbers: a few characters
+  }
+}
+
+// A key as an error message shows it: quoted as JSON, its first 60 bytes when longer.
+std::string shown_key(const std::string& key) {
+  return nlohmann::ordered_json(key.size() > 60 ? key.substr(0, 60) + "..." : key)
+      .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// The header's "inputs": an array with an object per input whose "path" and "format" (when
+// present) are strings and whose "metadata" (when present) maps keys to strings, which decode
+// restores. Returns what is wrong (to follow `"inputs"`), or "" when nothing is.
+std::string check_inputs(const nlohmann::ordered_json& inputs) {
+  if (!inputs.is_array()) return " must be an array of objects, not " + json_shown(inputs);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const auto& in = inputs[k];
+    const std::string where = ": input " + std::to_string(k);
+    if (!in.is_object()) return " must be an array of objects" + where + " is " + json_shown(in);
+    for (const char* key : {"path", "format"})
+      if (in.contains(key) && !in[key].is_string())
+        return where + ": \"" + key + "\" must be a string, not " + json_shown(in[key]);
+    if (!in.contains("metadata")) continue;
+    const auto& meta = in["metadata"];
+    if (!meta.is_object()) return where + ": \"metadata\" must be an object of strings, not " + json_shown(meta);
+    for (const auto& [key, value] : meta.items())
+      if (!value.is_string())
+        return where + ": \"metadata\" must be an object of strings: " + shown_key(key) + " is " + json_shown(value);
+  }
+  return "";
+}
+
+// A JSON value the writer's caller gave for the header, parsed as every JSON read is (capped).
+nlohmann::ordered_json header_json(const char* field, const std::string& text) {
+  auto parsed = parse_json_capped<nlohmann::ordered_json>(text);
+  if (!parsed.error.empty()) fail(ErrorCode::Internal, std::string("container header: ") + field + ": " + parsed.error);
+  return std::move(parsed.value);
 }
 
 }  // namespace
@@ -109,11 +159,11 @@ ContainerWriter::ContainerWriter(const std::string& path, bool overwrite, const 
   nlohmann::ordered_json j;
   j["format"] = "gcz";
   j["tool"] = h.tool;
-  j["pipeline"] = nlohmann::ordered_json::parse(h.pipeline_json);
+  j["pipeline"] = header_json("pipeline", h.pipeline_json);
   j["pipeline_text"] = h.pipeline_text;
   j["seed"] = h.seed;
   j["keyframe_interval"] = h.keyframe_interval;
-  j["inputs"] = nlohmann::ordered_json::parse(h.inputs_json);
+  j["inputs"] = header_json("inputs", h.inputs_json);
   std::string text = j.dump();
   if (text.size() > kMaxHeaderBytes) fail(ErrorCode::Usage, "container header larger than 16 MiB");
   std::vector<uint8_t> pre;
@@ -204,8 +254,21 @@ void ContainerWriter::finish() {
 // ---------------------------------------------------------------- reader
 
 void ContainerReader::corrupt(const std::string& section, uint64_t offset, const std::string& why) const {
-  fail(ErrorCode::Corrupt, file_->path() + ": corrupt container: " + section + " at offset " +
-                               std::to_string(offset) + ": " + why);
+  throw ContainerError(file_->path() + ": corrupt container: " + section + " at offset " + std::to_string(offset) +
+                       ": " + why);
+}
+
+void rethrow_located(const ContainerReader& reader, size_t f, size_t i, const RecordMeta& m) {
+  try {
+    throw;
+  } catch (const ContainerError&) {
+    throw;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Corrupt) throw;
+    throw ContainerError(reader.path() + ": corrupt container: record " + std::to_string(i) + " of frame " +
+                         std::to_string(f) + " (tensor " + m.info.name + ") at offset " + std::to_string(m.offset) +
+                         ": " + e.what());
+  }
 }
 
 ContainerReader ContainerReader::open(const std::string& path) {
@@ -242,19 +305,39 @@ ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(
   std::memcpy(&hsum, d + kPreambleSize + header_len, 8);
   if (hsum != xxh3(d, kPreambleSize + header_len)) corrupt("header", kPreambleSize, "checksum mismatch");
   {
-    auto j = nlohmann::ordered_json::parse(d + kPreambleSize, d + kPreambleSize + header_len, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) corrupt("header", kPreambleSize, "not a JSON object");
-    try {
-      if (j.value("format", "") != "gcz") corrupt("header", kPreambleSize, "missing \"format\": \"gcz\"");
-      header_.tool = j.at("tool").get<std::string>();
-      header_.pipeline_json = j.at("pipeline").dump();
-      header_.pipeline_text = j.at("pipeline_text").get<std::string>();
-      header_.seed = j.at("seed").get<uint64_t>();
-      header_.keyframe_interval = j.at("keyframe_interval").get<uint32_t>();
-      header_.inputs_json = j.at("inputs").dump();
-    } catch (const nlohmann::json::exception& e) {
-      corrupt("header", kPreambleSize, std::string("bad field: ") + e.what());
-    }
+    const auto parsed = parse_json_capped<nlohmann::ordered_json>(
+        std::string_view(reinterpret_cast<const char*>(d + kPreambleSize), header_len));
+    if (!parsed.error.empty()) corrupt("header", kPreambleSize, parsed.error);
+    const nlohmann::ordered_json& j = parsed.value;
+    if (!j.is_object()) corrupt("header", kPreambleSize, "not a JSON object");
+    auto bad = [&](const std::string& why) { corrupt("header", kPreambleSize, why); };
+    auto field = [&](const char* key) -> const nlohmann::ordered_json& {
+      const auto it = j.find(key);
+      if (it == j.end()) bad(std::string("missing field \"") + key + "\"");
+      return *it;
+    };
+    auto string_field = [&](const char* key) {
+      const auto& v = field(key);
+      if (!v.is_string()) bad("\"" + std::string(key) + "\" must be a string, not " + json_shown(v));
+      return v.get<std::string>();
+    };
+    // A JSON integer from 0 to `max` (written without a fraction or exponent, as the writer does).
+    auto unsigned_field = [&](const char* key, uint64_t max) {
+      const auto& v = field(key);
+      if (!v.is_number_unsigned() || v.get<uint64_t>() > max)
+        bad("\"" + std::string(key) + "\" must be an integer from 0 to " + std::to_string(max) + ", not " +
+            json_shown(v));
+      return v.get<uint64_t>();
+    };
+    if (!j.contains("format") || j["format"] != "gcz") bad("\"format\" must be \"gcz\"");
+    header_.tool = string_field("tool");
+    header_.pipeline_json = field("pipeline").dump();  // nests at most kMaxJsonDepth: dump() recurses that deep
+    header_.pipeline_text = string_field("pipeline_text");
+    header_.seed = unsigned_field("seed", UINT64_MAX);
+    header_.keyframe_interval = static_cast<uint32_t>(unsigned_field("keyframe_interval", UINT32_MAX));
+    const std::string inputs_error = check_inputs(field("inputs"));
+    if (!inputs_error.empty()) bad("\"inputs\"" + inputs_error);
+    header_.inputs_json = j["inputs"].dump();
   }
   const uint64_t body_start = kPreambleSize + header_len + 8;
   // footer

@@ -1,6 +1,8 @@
 // Pipeline grammar, canonical forms and typed-chain validation (see pipeline.hpp).
 #include <gradcodec/pipeline.hpp>
 
+#include "core/json_capped.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -445,9 +447,9 @@ Pipeline from_json_value(const nlohmann::json& j) {
 std::string Pipeline::json() const { return to_json_value(*this).dump(); }
 
 Pipeline Pipeline::from_json(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) corrupt("not valid JSON");
-  return from_json_value(j);
+  const auto parsed = parse_json_capped<nlohmann::json>(text);
+  if (!parsed.error.empty()) corrupt(parsed.error);
+  return from_json_value(parsed.value);
 }
 
 std::string Pipeline::text() const {

@@ -1,6 +1,7 @@
 // SequenceDecoder (see codec.hpp): container records back into tensors, following each tensor's
 // chain of frames for stateful pipelines.
 #include <gradcodec/codec.hpp>
+#include <gradcodec/container_error.hpp>
 
 #include "core/ordered_pool.hpp"
 
@@ -56,6 +57,13 @@ struct SequenceDecoder::Impl {
       fail(ErrorCode::Input, reader.path() + ": tensor '" + m.info.name + "' of frame " + std::to_string(f) +
                                  " needs " + std::to_string(need) + " bytes to decode, over the memory limit of " +
                                  std::to_string(opt.memory_limit) + " bytes (--memory-limit)");
+    try {
+      return decode_streams(f, i, m, chain, kept);
+    } catch (...) {
+      rethrow_located(reader, f, i, m);  // a stage's error names the file, frame, tensor and offset
+    }
+  }
+  Tensor decode_streams(size_t f, size_t i, const RecordMeta& m, Chain& chain, uint64_t& kept) {
     Tensor out;
     out.info = m.info;
     Streams s;
