@@ -32,7 +32,7 @@ MergedValues MarsitSequence::merge(const std::vector<std::span<const float>>& wo
   auto& c = c_[key.tensor];
   if (c.empty()) c.assign(workers.size(), std::vector<float>(n, 0.0f));  // Algorithm 2 line 1: c₀ = 0
   if (c.size() != workers.size() || c[0].size() != n)
-    fail(ErrorCode::Usage, "marsit: tensor " + std::to_string(key.tensor) + " had " + std::to_string(c.size()) +
+    fail(ErrorCode::Input, "marsit: tensor " + std::to_string(key.tensor) + " had " + std::to_string(c.size()) +
                                " workers of " + std::to_string(c[0].size()) + " values, frame " +
                                std::to_string(key.frame) + " has " + std::to_string(workers.size()) + " of " +
                                std::to_string(n));

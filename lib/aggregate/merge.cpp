@@ -149,9 +149,17 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
       std::all_of(in.begin(), in.end(), [](const ContainerReader* r) {
         return r->variants().size() <= 1 && is_full_precision_pipeline(Pipeline::from_json(r->header().pipeline_json));
       })) {
-    size_t most = 0;
-    for (size_t f = 0; f < in[0]->frame_count(); ++f) most = std::max(most, in[0]->record_count(f));
-    sequence.emplace(most, MarsitSequenceOptions{o.compensation, o.full_sync});
+    // c follows each tensor over the frames: every frame must hold frame 0's tensors.
+    const ContainerReader& a = *in[0];
+    for (size_t f = 1; f < a.frame_count(); ++f)
+      for (size_t i = 0; i < std::max(a.record_count(f), a.record_count(0)); ++i)
+        if (i >= a.record_count(f) || i >= a.record_count(0) || a.record(f, i).info.name != a.record(0, i).info.name ||
+            a.record(f, i).info.shape != a.record(0, i).info.shape)
+          fail(ErrorCode::Input, "merge --method marsit: " + frame_label(f) + " of " + a.path() +
+                                     " does not hold frame 0's tensors (tensor " + std::to_string(i) +
+                                     "); the compensation follows each tensor over the frames (--method mean merges "
+                                     "such frames)");
+    sequence.emplace(a.frame_count() ? a.record_count(0) : 0, MarsitSequenceOptions{o.compensation, o.full_sync});
   }
   const Pipeline out_pipeline = o.method == MergeMethod::Mean ? (o.pipeline ? *o.pipeline : Pipeline::preset("lossless"))
                                 : sequence && o.full_sync > 0 ? Pipeline::preset("lossless")

@@ -158,6 +158,23 @@ def test_refusals():
     fails("merge", *ins, "-o", out, "--method", "majority", code=1, contains="not a 1-bit sign pipeline")
     assert not os.path.exists(out)
     fails("bench", "--no-compensation", code=1, contains="--workers")
+    # bench --workers follows each tensor over the steps: a step with other tensors is refused.
+    short = []
+    for m in range(2):
+        short.append(path(f"syn_short{m}.npz"))
+        z = np.load(FILES[1][m])
+        np.savez(short[-1], **{n: z[n] for n in NAMES[1:]})
+    man = path("mismatch.txt")
+    with open(man, "w") as f:
+        f.write(" ".join(FILES[0][:2]) + "\n" + " ".join(short) + "\n")
+    fails("bench", "--workers", man, code=2, contains="every step must hold the same tensors")
+    # merge likewise: lossless workers whose frame 1 holds other tensors than frame 0.
+    odd = []
+    for m in range(2):
+        odd.append(path(f"syn_odd{m}.gcz"))
+        run("encode", FILES[0][m], short[m], "-o", odd[-1], "--preset", "lossless", "--force", "--quiet")
+    fails("merge", *odd, "-o", out, "--method", "marsit", "--force", code=2, contains="does not hold frame 0's tensors")
+    assert not os.path.exists(out)
     # Sign workers still merge with marsit, frame by frame (the option changes nothing there).
     run("merge", *sign, "-o", out, "--method", "marsit", "--no-compensation", "--force", "--quiet")
     assert os.path.exists(out)

@@ -91,7 +91,8 @@ class MarsitSequence {
     return options_.full_sync > 0 && frame % options_.full_sync == 0;
   }
   // One tensor of frame key.frame; the workers' full-precision values in ring order. Error(Usage)
-  // as merge_values, or for a tensor whose worker count or length changed since its last frame.
+  // as merge_values; Error(Input) for a tensor whose worker count or length changed since its
+  // last frame.
   MergedValues merge(const std::vector<std::span<const float>>& workers, const MergeKey& key,
                      std::optional<double> eta = std::nullopt);
   // Worker m's compensation vector of `tensor` (empty before its first frame).
