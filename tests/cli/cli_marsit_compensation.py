@@ -127,6 +127,13 @@ def test_merge_marsit_of_lossless_workers_compensates():
     run("merge", *ins, "-o", off, "--method", "marsit", "--seed", "3", "--no-compensation", "--force", "--quiet")
     _, err = run("merge", *ins, "-o", sync, "--method", "marsit", "--seed", "3", "--full-sync", "4", "--force")
     assert "pipeline 'raw | shuffle" in err, err  # lossless: the full-precision frames need it
+    # The compensation is per tensor: the bytes do not depend on the thread count.
+    for opts, ref in (((), on), (("--full-sync", "4"), sync)):
+        for threads in (1, 3):
+            again = path(f"m_again_{threads}.gcz")
+            run("merge", *ins, "-o", again, "--method", "marsit", "--seed", "3", "--threads", threads, *opts,
+                "--force", "--quiet")
+            assert open(again, "rb").read() == open(ref, "rb").read(), (opts, threads)
     f_on, f_off, f_sync = decode_frames(on, "on"), decode_frames(off, "off"), decode_frames(sync, "sync")
     e_on, e_off, e_sync = acc_err(f_on), acc_err(f_off), acc_err(f_sync)
     print(f"   merge --method marsit over {T} frames: acc_err {e_on:.4f} with compensation, {e_off:.4f} without, "
