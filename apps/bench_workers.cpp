@@ -110,6 +110,7 @@ struct MethodRow {
   bool stochastic = false;
   unsigned seeds = 1;
   std::vector<double> match, rel;  // per seed, over every tensor of every step
+  std::vector<double> acc_err;     // per seed: the accumulated error over the steps (kFormulaAcc)
   std::vector<uint64_t> hop_bits;  // per hop, summed over tensors and steps (seed 0)
 };
 
@@ -125,6 +126,9 @@ const char* kFormulaMatch =
     "match_rate = #{j : [agg_j >= 0] == [mean_j >= 0]} / d over every element of every step, "
     "mean = (1/M) sum_m g_m of the raw worker gradients (0 counts as +; Marsit Fig. 1b)";
 const char* kFormulaRel = "rel_l2 = ||agg - mean||_2 / ||mean||_2 over every element of every step";
+const char* kFormulaAcc =
+    "acc_err = ||sum_t mean_t - sum_t agg_t||_2 / ||sum_t mean_t||_2, the sums over the steps in order (what a model "
+    "updated with every step's aggregate drifts from one updated with the true means)";
 const char* kFormulaHop =
     "hop h = what worker h sends to worker h+1 (h = 1..M-1), per tensor: marsit, cascade d_t + 32 (1 bit per "
     "element + an f32 scale or norm); majority d_t*ceil(log2(h+1)) + 32 (a vote count in 0..h); mean 32*d_t; "
@@ -164,6 +168,11 @@ int run_bench_workers(const WorkersBenchArgs& a) {
     r.hop_bits.assign(M - 1, 0);
     rows.push_back(r);
   }
+  // marsit runs over the steps as one sequence per seed (Marsit's compensation and full syncs).
+  std::vector<std::vector<MarsitSequence>> sequences(rows.size());
+  // Σ_t of each method's aggregate per seed and tensor, and of the true mean, in double.
+  std::vector<std::vector<std::vector<std::vector<double>>>> sum_agg(rows.size());
+  std::vector<std::vector<double>> sum_mean;
   std::vector<std::vector<ErrorMetrics>> acc(rows.size());
   for (size_t k = 0; k < rows.size(); ++k) acc[k].resize(rows[k].seeds);
   uint64_t d = 0;
@@ -171,15 +180,37 @@ int run_bench_workers(const WorkersBenchArgs& a) {
   for (size_t s = 0; s < steps.size(); ++s) {
     std::vector<TensorInfo> step_infos;
     const auto tensors = load_step(steps[s], a.in, step_infos);
-    if (s == 0) infos = step_infos;
+    if (s == 0) {
+      infos = step_infos;
+      sum_mean.resize(infos.size());
+      for (size_t i = 0; i < infos.size(); ++i) sum_mean[i].assign(infos[i].elements(), 0.0);
+      for (size_t k = 0; k < rows.size(); ++k) {
+        sum_agg[k].assign(rows[k].seeds, sum_mean);
+        if (rows[k].method == MergeMethod::Marsit)
+          sequences[k].assign(rows[k].seeds, MarsitSequence(infos.size(), {a.compensation, a.full_sync}));
+      }
+    }
+    // The accumulated error and marsit's compensation follow each tensor over the steps.
+    for (size_t i = 0; i < infos.size() && i < step_infos.size(); ++i)
+      if (step_infos[i].name != infos[i].name || step_infos[i].shape != infos[i].shape)
+        fail(ErrorCode::Input, "--workers: step " + std::to_string(s) + " holds tensor '" + step_infos[i].name +
+                                   "' " + shape_string(step_infos[i].shape) + " where step 0 holds '" + infos[i].name +
+                                   "' " + shape_string(infos[i].shape) +
+                                   "; every step must hold the same tensors (they are followed over the steps)");
+    if (step_infos.size() != infos.size())
+      fail(ErrorCode::Input, "--workers: step " + std::to_string(s) + " holds " + std::to_string(step_infos.size()) +
+                                 " floating tensors, step 0 " + std::to_string(infos.size()) +
+                                 "; every step must hold the same tensors (they are followed over the steps)");
     for (size_t i = 0; i < tensors.size(); ++i) {
       const StepTensor& t = tensors[i];
       d += t.mean.size();
+      for (size_t j = 0; j < t.mean.size(); ++j) sum_mean[i][j] += t.mean[j];
       std::vector<std::span<const float>> spans(t.workers.begin(), t.workers.end());
       for (size_t k = 0; k < rows.size(); ++k) {
         for (unsigned seed = 0; seed < rows[k].seeds; ++seed) {
-          MergedValues mv = merge_values(rows[k].method, spans,
-                                         {seed, static_cast<uint32_t>(s), static_cast<uint32_t>(i)});
+          const MergeKey key{seed, static_cast<uint32_t>(s), static_cast<uint32_t>(i)};
+          MergedValues mv = rows[k].method == MergeMethod::Marsit ? sequences[k][seed].merge(spans, key)
+                                                                   : merge_values(rows[k].method, spans, key);
           if (!std::all_of(mv.values.begin(), mv.values.end(), [](float x) { return std::isfinite(x); }))
             fail(ErrorCode::Input, "--workers: step " + std::to_string(s) + ", tensor '" + step_infos[i].name +
                                        "': " + std::string(merge_method_name(rows[k].method)) +
@@ -188,17 +219,30 @@ int run_bench_workers(const WorkersBenchArgs& a) {
                                             ? ": its ring adds the workers' values in float32, as the paper's does"
                                             : ""));
           acc[k][seed].add(t.mean.data(), mv.values.data(), t.mean.size());
+          std::vector<double>& sum = sum_agg[k][seed][i];
+          for (size_t j = 0; j < sum.size(); ++j) sum[j] += mv.values[j];
           if (seed == 0)
             for (size_t h = 0; h < mv.hop_bits.size(); ++h) rows[k].hop_bits[h] += mv.hop_bits[h];
         }
       }
     }
   }
-  for (size_t k = 0; k < rows.size(); ++k)
+  for (size_t k = 0; k < rows.size(); ++k) {
     for (const auto& e : acc[k]) {
       rows[k].match.push_back(e.sign_agreement());
       rows[k].rel.push_back(e.rel_l2());
     }
+    for (const auto& per_tensor : sum_agg[k]) {
+      double diff = 0, ref = 0;
+      for (size_t i = 0; i < per_tensor.size(); ++i)
+        for (size_t j = 0; j < per_tensor[i].size(); ++j) {
+          const double e = sum_mean[i][j] - per_tensor[i][j];
+          diff += e * e;
+          ref += sum_mean[i][j] * sum_mean[i][j];
+        }
+      rows[k].acc_err.push_back(ref > 0 ? std::sqrt(diff / ref) : 0.0);
+    }
+  }
 
   // ---- report ----
   // With the JSON report on stdout (--json -), the table goes to stderr: the pipe gets the JSON alone.
@@ -209,6 +253,9 @@ int run_bench_workers(const WorkersBenchArgs& a) {
                "stochastic methods over %u seed(s)\n",
                a.markdown ? "**bench**" : "bench", M, steps.size(), static_cast<unsigned long long>(d),
                std::max(1u, a.seeds));
+  std::fprintf(table, "  marsit over the steps: global compensation %s, full-precision steps %s (Marsit Algorithm 1)\n",
+               a.compensation ? "on" : "off",
+               a.full_sync ? format("every %u (0, %u, ...)", a.full_sync, a.full_sync).c_str() : "never");
   for (size_t s = 0; s < steps.size(); ++s) {
     std::string list;
     for (const auto& f : steps[s]) list += (list.empty() ? "" : " ") + f;
@@ -216,11 +263,12 @@ int run_bench_workers(const WorkersBenchArgs& a) {
   }
   const char* sep = a.markdown ? " | " : "  ";
   if (a.markdown)
-    std::fprintf(table, "\n| method | match_rate | (min..max over seeds) | rel_l2 | bits/param hop 1..M-1 | "
-                        "ring bits/param |\n|---|---|---|---|---|---|\n");
+    std::fprintf(table, "\n| method | match_rate | (min..max over seeds) | rel_l2 | acc_err | bits/param hop 1..M-1 | "
+                        "ring bits/param |\n|---|---|---|---|---|---|---|\n");
   else
-    std::fprintf(table, "\n%-9s%s%-10s%s%-19s%s%-9s%s%-28s%s%s\n", "method", sep, "match_rate", sep,
-                 "(min..max, seeds)", sep, "rel_l2", sep, "bits/param hop 1..M-1", sep, "ring bits/param");
+    std::fprintf(table, "\n%-9s%s%-10s%s%-19s%s%-9s%s%-9s%s%-28s%s%s\n", "method", sep, "match_rate", sep,
+                 "(min..max, seeds)", sep, "rel_l2", sep, "acc_err", sep, "bits/param hop 1..M-1", sep,
+                 "ring bits/param");
   for (const auto& r : rows) {
     std::string hops;
     uint64_t total = 0;
@@ -230,14 +278,15 @@ int run_bench_workers(const WorkersBenchArgs& a) {
     }
     const std::string range = format("%.4f..%.4f", min_of(r.match), max_of(r.match));
     if (a.markdown)
-      std::fprintf(table, "| %s | %.4f | %s | %.4g | %s | %.3f |\n", merge_method_name(r.method), mean_of(r.match),
-                   range.c_str(), mean_of(r.rel), hops.c_str(), static_cast<double>(total) / dd);
-    else
-      std::fprintf(table, "%-9s%s%-10.4f%s%-19s%s%-9.4g%s%-28s%s%.3f\n", merge_method_name(r.method), sep,
-                   mean_of(r.match), sep, range.c_str(), sep, mean_of(r.rel), sep, hops.c_str(), sep,
+      std::fprintf(table, "| %s | %.4f | %s | %.4g | %.4g | %s | %.3f |\n", merge_method_name(r.method),
+                   mean_of(r.match), range.c_str(), mean_of(r.rel), mean_of(r.acc_err), hops.c_str(),
                    static_cast<double>(total) / dd);
+    else
+      std::fprintf(table, "%-9s%s%-10.4f%s%-19s%s%-9.4g%s%-9.4g%s%-28s%s%.3f\n", merge_method_name(r.method), sep,
+                   mean_of(r.match), sep, range.c_str(), sep, mean_of(r.rel), sep, mean_of(r.acc_err), sep,
+                   hops.c_str(), sep, static_cast<double>(total) / dd);
   }
-  std::fprintf(table, "\n%s\n%s\n%s\n", kFormulaMatch, kFormulaRel, kFormulaHop);
+  std::fprintf(table, "\n%s\n%s\n%s\n%s\n", kFormulaMatch, kFormulaRel, kFormulaAcc, kFormulaHop);
 
   if (!a.json.empty()) {
     nlohmann::ordered_json j;
@@ -246,7 +295,9 @@ int run_bench_workers(const WorkersBenchArgs& a) {
     j["steps"] = steps;
     j["parameters"] = d;
     j["seeds"] = std::max(1u, a.seeds);
-    j["formulas"] = {{"match_rate", kFormulaMatch}, {"rel_l2", kFormulaRel}, {"hop_bits", kFormulaHop}};
+    j["marsit"] = {{"compensation", a.compensation}, {"full_sync", a.full_sync}};
+    j["formulas"] = {
+        {"match_rate", kFormulaMatch}, {"rel_l2", kFormulaRel}, {"acc_err", kFormulaAcc}, {"hop_bits", kFormulaHop}};
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (const auto& r : rows) {
       uint64_t total = 0;
@@ -264,6 +315,8 @@ int run_bench_workers(const WorkersBenchArgs& a) {
                      {"match_rate_per_seed", r.match},
                      {"rel_l2", mean_of(r.rel)},
                      {"rel_l2_per_seed", r.rel},
+                     {"acc_err", mean_of(r.acc_err)},
+                     {"acc_err_per_seed", r.acc_err},
                      {"hop_bits", r.hop_bits},
                      {"hop_bits_per_param", per_param},
                      {"ring_bits", total},

@@ -4,7 +4,9 @@
 // relative to the manifest's directory; '#' starts a comment). For every step the true mean of
 // the raw worker gradients is the reference; every merge method aggregates the workers (ring
 // order = the order above) and the report gives, per method, the sign matching rate against the
-// true mean, the bits each hop of the ring sends, and the relative L2 error.
+// true mean, the bits each hop of the ring sends, the relative L2 error, and the accumulated error
+// over the steps. marsit runs over the steps as one sequence (MarsitSequence: Marsit's global
+// compensation unless turned off, full-precision steps every K).
 #pragma once
 
 #include "common.hpp"
@@ -22,6 +24,8 @@ struct WorkersBenchArgs {
   std::string json;                // write the report as JSON here (empty: no)
   bool markdown = false;
   InputOptions in;
+  bool compensation = true;  // marsit over the steps with Marsit's global compensation
+  uint32_t full_sync = 0;    // marsit: steps 0, K, 2K, ... in full precision; 0 = never
 };
 
 // Each --workers value expanded to the worker files of its step(s). Error(Input) when a glob

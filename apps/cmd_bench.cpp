@@ -33,6 +33,8 @@ struct BenchArgs {
   unsigned repeat = 3, seeds = 1, threads = 1;
   double min_time = 0.2;
   bool per_tensor = false, markdown = false, force = false;
+  bool no_compensation = false;  // --workers: marsit without Marsit's global compensation
+  uint32_t full_sync = 0;  // --workers: marsit's full-precision step every K steps (0 = never)
   std::string json, csv;
   NonFinite nonfinite = NonFinite::Refuse;
   InputOptions in;
@@ -136,8 +138,10 @@ int run_bench(BenchArgs a) {
       fail(ErrorCode::Usage, "--workers compares the merge methods: give no INPUT, --preset, --pipeline, --sweep "
                              "or --csv with it");
     check_workers_report(a.json, a.force);
-    return run_bench_workers({a.workers, a.seeds, a.json, a.markdown, a.in});
+    return run_bench_workers({a.workers, a.seeds, a.json, a.markdown, a.in, !a.no_compensation, a.full_sync});
   }
+  if (a.no_compensation || a.full_sync > 0)
+    fail(ErrorCode::Usage, "--no-compensation and --full-sync apply to --workers (marsit over the steps) only");
   if (a.inputs.empty()) a.inputs = bundled_inputs();
   struct Job {
     Pipeline pipeline;
@@ -246,6 +250,12 @@ void setup_bench(CLI::App& app, Runner& run) {
   sub->add_option("--workers", a->workers,
                   "multi-worker mode: one step's worker inputs, a glob ('dir/worker_*.npz') or a manifest "
                   "(.txt/.list, one step per line); repeatable; compares the merge methods (docs/merge.md)");
+  sub->add_flag("--no-compensation", a->no_compensation,
+                "--workers: marsit without its global compensation across steps (Marsit §4.1.3; default: on)");
+  sub->add_option("--full-sync", a->full_sync,
+                  "--workers: marsit aggregates every K-th step (0, K, 2K, ...) in full precision and resets the "
+                  "compensation (Marsit Algorithm 1); 0 = never (default)")
+      ->check(whole_number());
   sub->add_option("--sweep", a->sweeps, "STAGE.PARAM=a,b,c: one row per value (repeatable)")->allow_extra_args(false);
   sub->add_option("--repeat", a->repeat, "timed runs per row, at least (default 3)");
   sub->add_option("--min-time", a->min_time, "seconds of timed encoding and of decoding per row, at least (default 0.2)")

@@ -1,5 +1,6 @@
 // gradcodec merge A.gcz B.gcz ... -o OUT.gcz --method marsit|cascade|majority|mean [--seed N]
-//                 [--eta S] [--pipeline TEXT | --preset NAME] [--threads N] [--force]
+//                 [--eta S] [--pipeline TEXT | --preset NAME] [--no-compensation] [--full-sync K]
+//                 [--threads N] [--force]
 // Aggregates several workers' containers holding the same tensors, frame by frame, in ring order
 // (the order given). The library does the work (gradcodec/merge.hpp); see docs/merge.md.
 #include "commands.hpp"
@@ -24,6 +25,8 @@ struct MergeArgs {
   bool force = false;
   bool force_name = false;
   RecordPaths record_paths = RecordPaths::Relative;
+  bool no_compensation = false;
+  uint32_t full_sync = 0;
 };
 
 int run_merge(const MergeArgs& a) {
@@ -37,6 +40,8 @@ int run_merge(const MergeArgs& a) {
   check_container_name(a.output, a.force_name);
   o.seed = a.seed;
   o.eta = a.eta;
+  o.compensation = !a.no_compensation;
+  o.full_sync = a.full_sync;
   o.threads = thread_count(a.threads);
   if (!a.preset.empty() || !a.pipeline.empty()) o.pipeline = choose_pipeline(a.preset, a.pipeline);
 
@@ -84,6 +89,13 @@ void setup_merge(CLI::App& app, Runner& run) {
   auto* pip = sub->add_option("--pipeline", a->pipeline, "mean: re-encode the average with this pipeline")
                   ->check(non_empty_text());
   pre->excludes(pip);
+  sub->add_flag("--no-compensation", a->no_compensation,
+                "marsit of full-precision (lossless, raw) workers: no global compensation across frames "
+                "(Marsit §4.1.3; default: on)");
+  sub->add_option("--full-sync", a->full_sync,
+                  "marsit of full-precision workers: frames 0, K, 2K, ... merged in full precision (the mean) and "
+                  "the compensation reset (Marsit Algorithm 1); 0 = never (default); the output is then lossless")
+      ->check(whole_number());
   sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores); output bytes do not depend on it");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
   sub->add_flag("--force-name", a->force_name, "accept an OUTPUT named like a snapshot (.npz, .npy, .h5, .safetensors)");

@@ -1,5 +1,5 @@
-// marsit — Marsit's one-bit sign aggregation over a ring (seed 003 §4.1.1, eq. (2);
-// ALGORITHMS.md "marsit").
+// marsit — Marsit's one-bit sign aggregation over a ring (seed 003 §4.1.1, eq. (2)). One frame;
+// over a sequence of frames with Marsit's global compensation see MarsitSequence (merge.hpp).
 //
 // Workers 1..M in ring order. The running bit v starts as worker 1's bit; at worker m (m ≥ 2) it
 // meets that worker's bit v*:

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace gradcodec {
 
@@ -73,6 +74,8 @@ bool is_sign_pipeline(const Pipeline& p) {
   return quantizer;
 }
 
+bool is_full_precision_pipeline(const Pipeline& p) { return PipelineStages(p).lossless(); }
+
 namespace {
 
 bool sign_method(MergeMethod m) { return m == MergeMethod::Marsit || m == MergeMethod::Majority; }
@@ -91,13 +94,24 @@ void check_mergeable(const std::vector<const ContainerReader*>& in, const MergeO
     fail(ErrorCode::Usage, "--eta applies to --method marsit and majority only, not " + method);
   if (o.eta && !(*o.eta >= 0 && *o.eta < 3.4e38)) fail(ErrorCode::Usage, "--eta must be a finite value >= 0");
   if (sign_method(o.method)) {
+    const bool marsit = o.method == MergeMethod::Marsit;
+    bool all_full = true;
     for (const ContainerReader* r : in) {
       const Pipeline p = Pipeline::from_json(r->header().pipeline_json);
-      if (!is_sign_pipeline(p) || r->variants().size() > 1)
+      const bool one_pipeline = r->variants().size() <= 1;
+      const bool full = one_pipeline && is_full_precision_pipeline(p);
+      all_full = all_full && full;
+      if ((!is_sign_pipeline(p) || !one_pipeline) && !(marsit && full))
         fail(ErrorCode::Usage, "merge --method " + method + ": " + r->path() + " uses pipeline '" + p.text() +
-                                   "', not a 1-bit sign pipeline (sign, ssdm or onebit, optionally after ef); "
-                                   "--method mean or cascade merge any pipeline");
+                                   "', not a 1-bit sign pipeline (sign, ssdm or onebit, optionally after ef)" +
+                                   (marsit ? " nor a full-precision one (lossless, raw)" : "") +
+                                   "; --method mean or cascade merge any pipeline");
     }
+    if (o.full_sync > 0 && !(marsit && all_full))
+      fail(ErrorCode::Usage, "--full-sync applies to --method marsit of full-precision (lossless, raw) worker "
+                             "containers only: the full-precision frames need each worker's full-precision gradient");
+  } else if (o.full_sync > 0) {
+    fail(ErrorCode::Usage, "--full-sync applies to --method marsit only, not " + method);
   }
   const ContainerReader& a = *in[0];
   for (size_t k = 1; k < in.size(); ++k) {
@@ -129,7 +143,26 @@ void check_mergeable(const std::vector<const ContainerReader*>& in, const MergeO
 MergeReport merge_containers(const std::vector<const ContainerReader*>& in, const std::string& output,
                              bool overwrite, const MergeOptions& o, const std::string& inputs_json) {
   check_mergeable(in, o);
+  // marsit of full-precision inputs runs over the frames with compensation (MarsitSequence).
+  std::optional<MarsitSequence> sequence;
+  if (o.method == MergeMethod::Marsit &&
+      std::all_of(in.begin(), in.end(), [](const ContainerReader* r) {
+        return r->variants().size() <= 1 && is_full_precision_pipeline(Pipeline::from_json(r->header().pipeline_json));
+      })) {
+    // c follows each tensor over the frames: every frame must hold frame 0's tensors.
+    const ContainerReader& a = *in[0];
+    for (size_t f = 1; f < a.frame_count(); ++f)
+      for (size_t i = 0; i < std::max(a.record_count(f), a.record_count(0)); ++i)
+        if (i >= a.record_count(f) || i >= a.record_count(0) || a.record(f, i).info.name != a.record(0, i).info.name ||
+            a.record(f, i).info.shape != a.record(0, i).info.shape)
+          fail(ErrorCode::Input, "merge --method marsit: " + frame_label(f) + " of " + a.path() +
+                                     " does not hold frame 0's tensors (tensor " + std::to_string(i) +
+                                     "); the compensation follows each tensor over the frames (--method mean merges "
+                                     "such frames)");
+    sequence.emplace(a.frame_count() ? a.record_count(0) : 0, MarsitSequenceOptions{o.compensation, o.full_sync});
+  }
   const Pipeline out_pipeline = o.method == MergeMethod::Mean ? (o.pipeline ? *o.pipeline : Pipeline::preset("lossless"))
+                                : sequence && o.full_sync > 0 ? Pipeline::preset("lossless")
                                                               : Pipeline::parse("sign");
   // Progress in elements: each tensor's count once per worker's decoded copy, once merged and
   // once written (MergeOptions::progress). The calls come from one phase at a time.
@@ -207,7 +240,8 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
         if (n) to_f32(workers[m][i].dtype(), workers[m][i].data.data(), n, vals[m].data());
         spans.emplace_back(vals[m]);
       }
-      MergedValues mv = merge_values(o.method, spans, {o.seed, static_cast<uint32_t>(f), static_cast<uint32_t>(i)}, o.eta);
+      const MergeKey key{o.seed, static_cast<uint32_t>(f), static_cast<uint32_t>(i)};
+      MergedValues mv = sequence ? sequence->merge(spans, key, o.eta) : merge_values(o.method, spans, key, o.eta);
       if (out_lossy) refuse_nonfinite(mv.values, workers, i, f);
       std::vector<uint8_t> out(n * dtype_size(first.dtype()));
       if (n) from_f32(mv.values.data(), n, first.dtype(), out.data());

@@ -29,7 +29,9 @@ class TernGrad final : public Quantizer {
       double ss = 0;
       for (float x : v) ss += (x - mu) * (x - mu);
       const double sigma = std::sqrt(ss / static_cast<double>(n));
-      lo = mu - clip_ * sigma, hi = mu + clip_ * sigma;
+      // Around 0, not μ (Wen et al. 2017 §3.3: |g_i| ≤ cσ). σ = 0 (all values equal) leaves
+      // the values alone rather than clipping them all to 0.
+      if (sigma > 0) lo = -clip_ * sigma, hi = clip_ * sigma;
     }
     auto clipped = [&](float x) { return std::clamp(static_cast<double>(x), lo, hi); };
     double smax = 0;

@@ -1,9 +1,10 @@
-// terngrad(clip=2.5) — ternary gradients (Wen et al., NeurIPS 2017 "TernGrad"; ALGORITHMS.md
-// "terngrad", clipping as settled there).
+// terngrad(clip=2.5) — ternary gradients (Wen et al., NeurIPS 2017 "TernGrad" §3, clipping
+// §3.3; GRACE's TernGradCompressor, Xu et al. 2021, clamps the same way).
 //
 // Over the coded values g (the tensor, or a sparsifier's kept values):
-//   1. clip > 0: μ = mean(g), σ = population standard deviation of g; g ← clamp(g, μ − clip·σ,
-//      μ + clip·σ). clip = 0 disables clipping.
+//   1. clip > 0: σ = population standard deviation of g (σ² = mean((g − μ)²), μ = mean(g));
+//      g ← clamp(g, −clip·σ, clip·σ), i.e. |g_i| ≤ clip·σ around 0, not around μ. σ = 0 (all
+//      values equal, e.g. one value) clips nothing. clip = 0 disables clipping.
 //   2. s = max |g| (after clipping), rounded to f32; both sides use that f32 value.
 //   3. b_i = 1 with probability |g_i|/s (u_i < |g_i|/s), else 0; decoded s·sign(g_i)·b_i.
 // Unbiased for the clipped values (so for g itself when clip = 0). 2 bits per value + one f32.

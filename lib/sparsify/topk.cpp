@@ -157,7 +157,7 @@ struct GlobalCut final : StageState {
 
 class Topk final : public ElementwiseSparsifier {
  public:
-  Topk(KeepCount count, bool global) : count_(count), global_(global) {}
+  Topk(KeepCount count, bool global, bool by_sign) : count_(count), global_(global), by_sign_(by_sign) {}
 
   // Three passes over the frame (one per radix digit), each loading one tensor at a time. The
   // last pass keeps, per tensor, the non-empty bins of its last-digit histogram (≤ 1024 each).
@@ -233,7 +233,9 @@ class Topk final : public ElementwiseSparsifier {
       // values are not the input's (a transform that would make an Inf stops the pipeline
       // itself, Payload::overflow).
       const bool screen = p.exact && p.source && p.source->dtype() == DType::F32;
-      idx = topk_select(v, count_.of(v.size()), screen ? &p.nonfinite : nullptr);
+      uint64_t* nonfinite = screen ? &p.nonfinite : nullptr;
+      idx = by_sign_ ? topk_select_by_sign(v, count_.of(v.size()), nonfinite)
+                     : topk_select(v, count_.of(v.size()), nonfinite);
       if (p.nonfinite) return;  // the codec refuses the tensor or stores it raw
     }
     keep_at(p, v, std::move(idx));
@@ -242,6 +244,7 @@ class Topk final : public ElementwiseSparsifier {
  private:
   KeepCount count_;
   bool global_;
+  bool by_sign_;
 };
 
 }  // namespace
@@ -282,8 +285,59 @@ std::vector<uint64_t> topk_select(std::span<const float> v, uint64_t k, uint64_t
   return apply_cut(v, refine(cand, r, 1, b0 << kShift[0]), k);
 }
 
+std::vector<uint64_t> topk_select_by_sign(std::span<const float> v, uint64_t k, uint64_t* nonfinite) {
+  if (nonfinite) {
+    *nonfinite = 0;
+    for (float x : v) *nonfinite += !std::isfinite(x);
+    if (*nonfinite) return {};
+  }
+  if (k == 0 || v.empty()) return {};
+  auto side_of = [](float x) { return x < 0.0f ? 1 : 0; };  // 0 = non-negative, 1 = negative
+  // One pass: both sides' first-digit histograms and sizes.
+  std::array<Hist, 2> h{};
+  uint64_t size[2] = {0, 0};
+  for (float x : v) {
+    const int s = side_of(x);
+    ++h[s][digit(magnitude_key(x), 0)];
+    ++size[s];
+  }
+  TopkCut cut[2];
+  for (int s = 0; s < 2; ++s) {
+    uint64_t r = std::min(k, size[s]);
+    if (r == 0) {
+      cut[s] = {UINT32_MAX, 0};  // keys < 2^31: nothing passes
+      continue;
+    }
+    if (r == size[s]) {
+      cut[s] = {0, r};  // the whole side: every key > 0, and every key 0 (NaN) as a tie
+      continue;
+    }
+    const uint32_t b0 = pick_bin(h[s], kBins[0], r);
+    std::vector<uint32_t> cand;
+    cand.reserve(h[s][b0]);
+    for (float x : v)
+      if (const uint32_t key = magnitude_key(x); side_of(x) == s && digit(key, 0) == b0) cand.push_back(key);
+    cut[s] = refine(cand, r, 1, b0 << kShift[0]);
+  }
+  std::vector<uint64_t> idx;
+  idx.reserve(std::min(k, size[0]) + std::min(k, size[1]));
+  for (size_t i = 0; i < v.size(); ++i) {
+    TopkCut& c = cut[side_of(v[i])];
+    const uint32_t key = magnitude_key(v[i]);
+    if (key > c.key) {
+      idx.push_back(i);
+    } else if (key == c.key && c.ties > 0) {
+      idx.push_back(i);
+      --c.ties;
+    }
+  }
+  return idx;
+}
+
 std::unique_ptr<Stage> make_topk(const Params& p, uint32_t) {
-  return std::make_unique<Topk>(KeepCount::from(p, "topk"), p.text("scope") == "global");
+  const bool global = p.text("scope") == "global", by_sign = p.flag("by_sign");
+  if (global && by_sign) fail(ErrorCode::Usage, "topk: by_sign=true works per tensor only (scope=layer)");
+  return std::make_unique<Topk>(KeepCount::from(p, "topk"), global, by_sign);
 }
 
 }  // namespace gradcodec::stages

@@ -1,5 +1,5 @@
 // topk — keep the k largest |g_i| of each tensor, or of the whole snapshot with scope=global
-// (ALGORITHMS.md "topk"; Aji & Heafield 2017 "Sparse Communication for Distributed Gradient
+// (Aji & Heafield 2017 "Sparse Communication for Distributed Gradient
 // Descent" §2; Stich, Cordonnier & Jaggi 2018 "Sparsified SGD with Memory" §2).
 //
 // k = max(1, round(ratio·d)) (or the given k), at most d, 0 for an empty tensor. The kept set is
@@ -7,6 +7,9 @@
 // a three-digit radix select on the magnitude bits (11 + 10 + 10 bits) — never a full sort.
 // Ranking is on the f32 working values. NaN magnitudes rank lowest (below ±0, which tie), so a
 // NaN is kept only when k exceeds the number of non-NaN elements; ±Inf rank highest.
+// by_sign=true (layer scope only): k per sign instead, the k largest positive and the k most
+// negative values (topk_select_by_sign) — SBC's selection, which the `sbc` value codec then
+// halves by keeping one side (Sattler et al. 2019, Algorithm 1).
 // Wire: no stream of its own; positions ascending go to the index coder, kept values (the
 // input's own elements) to the value codec.
 #pragma once
@@ -54,6 +57,13 @@ TopkCut topk_cut(std::vector<uint32_t>& keys, uint64_t k);
 // v.size(). O(d) time, O(candidates) extra memory. With `nonfinite`, the first pass also counts
 // the NaN/Inf elements into it, and when there are any the selection stops there (returns {}).
 std::vector<uint64_t> topk_select(std::span<const float> v, uint64_t k, uint64_t* nonfinite = nullptr);
+
+// by_sign selection (Sattler et al. 2019, Algorithm 1 "val+ = top_p%(ΔW), val− = top_p%(−ΔW)"):
+// the k largest non-negative values and, apart, the k largest-magnitude negative values — at
+// most 2k positions, ascending. The sides follow the wire's sign convention (v < 0 is negative;
+// ±0 and NaN count as non-negative); a side with fewer than k values is kept whole; within a side
+// the rank is topk's (|v| descending, ties to the lower index). `nonfinite` as for topk_select.
+std::vector<uint64_t> topk_select_by_sign(std::span<const float> v, uint64_t k, uint64_t* nonfinite = nullptr);
 
 std::unique_ptr<Stage> make_topk(const Params& p, uint32_t version);
 

@@ -172,7 +172,7 @@ TEST_CASE("quantizer presets expand as published and run", "[quantize][registry]
       {"qsgd2", "qsgd(levels=1, bucket=512)"},   {"terngrad", "terngrad(clip=2.5)"},
       {"signsgd", "sign(scale=none)"},           {"ssdm", "ssdm"},
       {"ef-signsgd", "ef | sign(scale=l1)"},     {"onebit", "ef | onebit"},
-      {"sbc", "topk(ratio=0.01) | sbc | golomb"}};
+      {"sbc", "topk(ratio=0.01, by_sign=true) | sbc | golomb"}};
   std::vector<Tensor> frames;
   for (uint64_t f = 0; f < 3; ++f) frames.push_back(make_tensor("fc.weight", {64, 50}, gaussian(3200, 40 + f)));
   for (const auto& [name, text] : presets) {

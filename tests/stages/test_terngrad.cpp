@@ -46,20 +46,42 @@ TEST_CASE("terngrad decodes to {-s, 0, s} with s = max|g|; 2 bits per value + 32
   CHECK(std::fabs(c.decoded[imax]) == smax);
 }
 
-TEST_CASE("terngrad clips to mean +- clip*sigma before taking s", "[quantize][terngrad]") {
-  std::vector<float> g = gaussian(500, 4, 0.1f);
-  g[17] = 50.0f;  // an outlier far beyond 2.5 sigma
+// σ over the values (population, around their mean), as TernGrad §3.3 and GRACE take it.
+static double population_sigma(const std::vector<float>& g) {
   double mu = 0, ss = 0;
   for (float x : g) mu += x;
-  mu /= g.size();
+  mu /= static_cast<double>(g.size());
   for (float x : g) ss += (x - mu) * (x - mu);
-  const double sigma = std::sqrt(ss / g.size());
-  double smax = 0;
-  for (float x : g) smax = std::max(smax, std::fabs(std::clamp(double(x), mu - 2.5 * sigma, mu + 2.5 * sigma)));
-  Coded c = code_dense("terngrad", make_tensor("w", {500}, g), 2);
-  for (float d : c.decoded) REQUIRE((d == 0.0f || std::fabs(d) == static_cast<float>(smax)));
-  CHECK(c.decoded[17] == static_cast<float>(smax));  // clipped to μ + 2.5σ < |g_17|: kept surely
-  CHECK(smax < 50.0);
+  return std::sqrt(ss / static_cast<double>(g.size()));
+}
+
+TEST_CASE("terngrad clips |g| to clip*sigma around 0: s = min(max|g|, c*sigma), also with a large mean",
+          "[quantize][terngrad]") {
+  // Mean 1, σ ≈ 0.1: clipping around 0 caps s at c·σ ≈ 0.25 (around the mean it would be ≈ 1.25).
+  std::vector<float> g = gaussian(500, 4, 0.1f);
+  for (float& x : g) x += 1.0f;
+  g[17] = 50.0f;  // an outlier: raises σ, and max|g|, far above the rest
+  const double sigma = population_sigma(g);
+  double gmax = 0;
+  for (float x : g) gmax = std::max(gmax, std::fabs(double(x)));
+  for (double c : {0.5, 2.5, 100.0}) {
+    const double want = std::min(gmax, c * sigma);
+    INFO("clip " << c << ": sigma " << sigma << ", max|g| " << gmax);
+    Coded coded = code_dense("terngrad(clip=" + std::to_string(c) + ")", make_tensor("w", {500}, g), 2);
+    float s = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const float d = coded.decoded[i];
+      if (d == 0.0f) continue;
+      if (s == 0) s = std::fabs(d);
+      REQUIRE(std::fabs(d) == s);  // ternary: one magnitude
+      REQUIRE((d < 0) == (g[i] < 0));
+    }
+    CHECK(s == Approx(want).epsilon(1e-6));
+    CHECK(coded.decoded[17] == s);  // |g_17| ≥ s: kept surely
+  }
+  // A constant tensor (σ = 0) is not clipped to 0: every value is kept as itself.
+  Coded flat = code_dense("terngrad", make_tensor("c", {64}, std::vector<float>(64, 3.0f)), 2);
+  for (float d : flat.decoded) REQUIRE(d == 3.0f);
 }
 
 TEST_CASE("terngrad edge sizes and corrupt streams", "[quantize][terngrad]") {
@@ -68,7 +90,7 @@ TEST_CASE("terngrad edge sizes and corrupt streams", "[quantize][terngrad]") {
   CHECK(empty.bytes("scale") == 0);
   Coded one = code_dense("terngrad", make_tensor("s", {}, {-2.5f}));
   REQUIRE(one.decoded.size() == 1);
-  CHECK(one.decoded[0] == -2.5f);  // σ = 0: nothing clipped away from μ = g; s = |g|, kept surely
+  CHECK(one.decoded[0] == -2.5f);  // σ = 0 clips nothing: s = |g|, kept surely
 
   Tensor t = make_tensor("w", {10}, gaussian(10, 1));
   auto q = make_quantizer("terngrad");

@@ -1,5 +1,4 @@
-// gradcodec — aggregation of several workers' gradients (ALGORITHMS.md "Aggregation of several
-// workers (merge)"; docs/merge.md).
+// gradcodec — aggregation of several workers' gradients (docs/merge.md).
 //
 // Workers 1..M hold the same tensors; they are aggregated along a ring in the order given (worker
 // 1 first). Four methods:
@@ -60,14 +59,66 @@ struct MergedValues {
 MergedValues merge_values(MergeMethod method, const std::vector<std::span<const float>>& workers,
                           const MergeKey& key, std::optional<double> eta = std::nullopt);
 
+// Marsit over a sequence of frames, with its global compensation and periodic full-precision
+// synchronisation (Marsit, seed 003, Algorithm 1 lines 1, 9–13 and §4.1.3; Algorithm 2 line 1).
+// Each worker m keeps, per tensor, a compensation vector c^(m), zero at the start. Frame t (t =
+// MergeKey::frame, frames given in order 0, 1, 2, ...):
+//   one-bit frame (full_sync = 0, or t mod full_sync ≠ 0): u^(m) = g^(m) + c^(m) (f32); the ring
+//     merges the signs of the u^(m) with marsit's ⊙ (as merge_values); the output is
+//     g_t = ±η, η = `eta` or the mean of the workers' mean |g^(m)| — plain marsit's η, of the
+//     gradients and not of u, so the step does not grow with c (Marsit's η_s is a global step
+//     size, line 9); then, with compensation, c^(m) ← u^(m) − g_t (line 10, applied to the
+//     compensated update of line 1).
+//   full-precision frame (full_sync = K > 0 and t mod K = 0, so frame 0 is one): g_t = the mean
+//     of the g^(m) (line 12; as merge_values' mean) and every c^(m) ← 0 (line 13); the hops send
+//     32 bits per element.
+// Without compensation c stays 0 and a one-bit frame is merge_values' marsit. It needs each
+// worker's full-precision gradient: sign-only inputs carry no u^(m) to compensate.
+// Over T one-bit frames Σ_t g_t = Σ_t mean_t − mean_m c_T^(m): the compensation bounds the
+// accumulated error by the final compensation instead of letting it grow with T.
+// Thread safety: merge() calls for different tensors may run at once; one tensor's frames come in
+// order, on one thread at a time.
+struct MarsitSequenceOptions {
+  bool compensation = true;
+  uint32_t full_sync = 0;  // K: full-precision frames every K frames; 0 = never
+};
+
+class MarsitSequence {
+ public:
+  // `tensors`: the tensor indices (MergeKey::tensor) are 0..tensors−1.
+  MarsitSequence(size_t tensors, MarsitSequenceOptions options);
+  bool full_precision_frame(uint32_t frame) const noexcept {
+    return options_.full_sync > 0 && frame % options_.full_sync == 0;
+  }
+  // One tensor of frame key.frame; the workers' full-precision values in ring order. Error(Usage)
+  // as merge_values; Error(Input) for a tensor whose worker count or length changed since its
+  // last frame.
+  MergedValues merge(const std::vector<std::span<const float>>& workers, const MergeKey& key,
+                     std::optional<double> eta = std::nullopt);
+  // Worker m's compensation vector of `tensor` (empty before its first frame).
+  const std::vector<float>& compensation(size_t tensor, size_t worker) const;
+
+ private:
+  MarsitSequenceOptions options_;
+  std::vector<std::vector<std::vector<float>>> c_;  // [tensor][worker][element]
+};
+
 // True when `p`'s decoded values are one sign per element times a per-tensor magnitude, so marsit
 // and majority apply: no reducer, quantizer sign, ssdm or onebit, transforms only `ef` (which
 // changes what is encoded, not how it decodes). onebit's two means per column are reduced to one
 // scale (mean |decoded value|).
 bool is_sign_pipeline(const Pipeline& p);
+// True when `p` decodes its input bit for bit (lossless, raw): each worker's full-precision
+// gradient, which marsit's compensation needs.
+bool is_full_precision_pipeline(const Pipeline& p);
 
 struct MergeOptions {
   MergeMethod method = MergeMethod::Mean;
+  // marsit over inputs that all hold full-precision (bit-exact: lossless, raw) frames: merged as
+  // a MarsitSequence with these options. Ignored for sign inputs, which carry no full-precision
+  // gradient (check_mergeable refuses full_sync > 0 with them).
+  bool compensation = true;
+  uint32_t full_sync = 0;
   uint64_t seed = 0;                 // stored in the output container
   std::optional<double> eta;         // marsit/majority output scale (default: mean of the inputs')
   std::optional<Pipeline> pipeline;  // mean only: re-encode with it (default: lossless)
@@ -96,8 +147,10 @@ void check_mergeable(const std::vector<const ContainerReader*>& inputs, const Me
 
 // Merges the inputs frame by frame into a new container at `output` (temp file + rename; an
 // existing file is replaced only when `overwrite`). Frame f of the output is the merge of frame f
-// of every input, each decoded with its own pipeline and state. marsit, cascade and majority
-// write the `sign` pipeline (one bit per element and one f32 scale per tensor; plain decode reads
+// of every input, each decoded with its own pipeline and state. marsit of full-precision inputs
+// runs a MarsitSequence over the frames (options.compensation, options.full_sync) and writes
+// `lossless` when full_sync > 0 (its full-precision frames need it). marsit, cascade and majority
+// otherwise write the `sign` pipeline (one bit per element and one f32 scale per tensor; plain decode reads
 // it); mean writes options.pipeline or lossless. Non-floating (pass-through) records are copied
 // from the first input. Calls check_mergeable first.
 MergeReport merge_containers(const std::vector<const ContainerReader*>& inputs, const std::string& output,
