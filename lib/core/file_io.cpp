@@ -46,7 +46,7 @@ int list_temporary(const char* path) noexcept {
 }
 
 // The directories listed by CreatedDirectory objects alive now (same scheme as g_temps).
-constexpr int kDirSlots = 256;
+constexpr int kDirSlots = 4096;
 std::atomic<const char*> g_dirs[kDirSlots];
 
 }  // namespace

@@ -81,7 +81,7 @@ class ScratchFile {
 // remove_temporary_outputs() from before it is created until release() — once the outputs in it
 // are in place — or until this object goes: an interrupted run removes it again. Only
 // directories the program creates are listed, so one that existed before is never removed.
-// The owner removes it itself on a failure (the list is for signal handlers; the first 256
+// The owner removes it itself on a failure (the list is for signal handlers; the first 4096
 // alive at once are listed).
 class CreatedDirectory {
  public:
