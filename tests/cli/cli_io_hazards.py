@@ -234,6 +234,31 @@ def test_stdin_shorter_than_its_header_declares_is_refused():
     assert not os.path.exists(path("short.gcz"))
 
 
+def test_stdin_declaring_more_than_the_cap_is_refused_at_once():
+    # A header declaring 32 GiB, then a pipe that stays open: refused on the header (over the
+    # 16 GiB read through standard input), not after reading (or waiting for) 32 GiB.
+    a = np.lib.format
+    import io
+    f = io.BytesIO()
+    a.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (1 << 33,)})
+    p = subprocess.Popen([EXE, "encode", "-", "-o", path("huge.gcz")], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write(f.getvalue() + b"\0" * 4096)
+    p.stdin.flush()
+    try:
+        p.wait(timeout=HANG)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise AssertionError("encode - waited for 32 GiB its header declares")
+    finally:
+        p.stdin.close()
+    err = p.stderr.read().decode()
+    assert p.returncode == 2 and err.count("\n") == 1, (p.returncode, err)
+    assert err.startswith("gradcodec: error: <stdin>: its header declares 34359738496 bytes, more than the 16 GiB"), err
+    assert not os.path.exists(path("huge.gcz"))
+
+
 # ---------------------------------------------------------------- inputs that shrink while read
 
 def pipe_bytes(fd):
