@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <glob.h>
+#include <sys/stat.h>
 #include <sstream>
 
 namespace gradcodec::cli {
@@ -22,6 +23,9 @@ bool is_manifest(const std::string& v) {
 }
 
 std::vector<std::vector<std::string>> read_manifest(const std::string& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode))  // a FIFO would block the open
+    fail(ErrorCode::Input, "--workers " + file + ": " + not_regular(st.st_mode));
   std::ifstream in(file);
   if (!in) fail(ErrorCode::Input, "--workers " + file + ": cannot read the manifest");
   const std::filesystem::path dir = std::filesystem::path(file).parent_path();

@@ -3,6 +3,7 @@
 #include "progress.hpp"
 
 #include <gradcodec/one_line.hpp>
+#include <gradcodec/input_changes.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -173,7 +174,10 @@ FrameSource frame_source(OpenInput& in) {
   FrameSource s;
   s.count = in.selected.size();
   s.source = in.path;
-  s.load = [&in](size_t k) { return in.reader->read(in.selected[k]); };
+  s.load = [&in](size_t k) {
+    check_inputs_unchanged();  // stop at the next tensor once an input has shrunk under us
+    return in.reader->read(in.selected[k]);
+  };
   s.info = [&in](size_t k) { return in.reader->arrays()[in.selected[k]]; };
   return s;
 }

@@ -11,10 +11,14 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <new>
 #include <string>
 #include <vector>
 
+#include <gradcodec/input_changes.hpp>
+
+#include <signal.h>
 #include <unistd.h>
 
 using namespace gradcodec;
@@ -61,11 +65,26 @@ class HelpFormatter : public CLI::Formatter {
     return "TEXT";
   }
 };
+// SIGBUS: an input file truncated by another process while its mapping is read. The library
+// makes the read complete with zeros and records the file (recover_input_fault), and the run
+// fails at its next check with the error naming the file. Any other SIGBUS takes its default
+// course once the temporaries are removed.
+extern "C" void on_bus_error(int sig, siginfo_t* info, void*) {
+  if (recover_input_fault(info->si_addr)) return;
+  remove_temporary_outputs();
+  cli::clear_progress_line_in_signal();
+  std::signal(sig, SIG_DFL);  // the faulting access, executed again, ends the process
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
+  struct sigaction bus {};
+  bus.sa_sigaction = on_bus_error;
+  bus.sa_flags = SA_SIGINFO;
+  sigemptyset(&bus.sa_mask);
+  sigaction(SIGBUS, &bus, nullptr);
   CLI::App app{"gradcodec — compress neural-network gradients into self-describing .gcz containers",
                "gradcodec"};
   app.formatter(std::make_shared<HelpFormatter>());  // before the subcommands, which copy it
@@ -143,11 +162,20 @@ int main(int argc, char** argv) {
     // a failed run, as a failed write of a container to "-" is.
     if (std::fflush(stdout) != 0 || std::ferror(stdout))
       fail(ErrorCode::Input, "<stdout>: write failed: " + std::string(std::strerror(errno)));
+    check_inputs_unchanged();
     return status;
   } catch (const Error& e) {
-    std::fprintf(stderr, "gradcodec: error: %s\n", cli::one_line(e.what()).c_str());
-    return static_cast<int>(e.code());
+    // An input that changed while it was read is the cause of whatever failed after it (a
+    // checksum over the zeros read in its place, say): that is the error reported.
+    const std::optional<Error> changed = input_change();
+    const Error& shown = changed ? *changed : e;
+    std::fprintf(stderr, "gradcodec: error: %s\n", cli::one_line(shown.what()).c_str());
+    return static_cast<int>(shown.code());
   } catch (const std::bad_alloc&) {
+    if (const auto changed = input_change()) {
+      std::fprintf(stderr, "gradcodec: error: %s\n", cli::one_line(changed->what()).c_str());
+      return static_cast<int>(changed->code());
+    }
     std::fprintf(stderr, "gradcodec: error: out of memory\n");
     return static_cast<int>(ErrorCode::Internal);
   } catch (const std::exception& e) {

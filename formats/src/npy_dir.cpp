@@ -76,10 +76,11 @@ class NpyDirWriter final : public SnapshotWriter {
     if (!is_directory(dir)) {
       if (path_exists(dir)) fail(ErrorCode::Usage, dir + ": exists and is not a directory");
       // The directories that do not exist yet, deepest first (DIR/frame000/ may create DIR too).
+      // Listed (for an interrupting signal's handler) before they exist.
       for (fs::path p = fs::path(dir).lexically_normal(); !p.empty() && !path_exists(p.string()); p = p.parent_path()) {
         if (p.filename().empty()) p = p.parent_path();  // "DIR/" → "DIR"
         if (p.empty() || path_exists(p.string())) break;
-        created_.push_back(p.string());
+        created_.push_back(std::make_unique<CreatedDirectory>(p.string()));
       }
       fs::create_directories(dir, ec);
       if (ec) {
@@ -92,7 +93,7 @@ class NpyDirWriter final : public SnapshotWriter {
     if (finished_) return;
     outputs_.clear();  // removes the temporaries
     std::error_code ec;
-    for (const auto& d : created_) fs::remove(d, ec);  // only succeeds when we left it empty
+    for (const auto& d : created_) fs::remove(d->path(), ec);  // only succeeds when we left it empty
   }
 
   void add(const Tensor& t) override {
@@ -116,13 +117,14 @@ class NpyDirWriter final : public SnapshotWriter {
   void publish() override {
     for (auto& out : outputs_) out->publish();
     finished_ = true;
+    for (auto& d : created_) d->release();
   }
   std::vector<std::string> take_warnings() override { return std::exchange(warnings_, {}); }
 
  private:
   std::string dir_;
   bool overwrite_;
-  std::vector<std::string> created_;  // directories this writer made, deepest first
+  std::vector<std::unique_ptr<CreatedDirectory>> created_;  // directories this writer made, deepest first
   bool finished_ = false;
   std::set<std::string> names_;
   std::vector<std::unique_ptr<AtomicOutput>> outputs_;

@@ -15,6 +15,10 @@ std::unique_ptr<SnapshotReader> open_npz(std::shared_ptr<const InputFile> file);
 // HDF5 is read through the library by path; the InputFile is used for in-memory (stdin) images.
 std::unique_ptr<SnapshotReader> open_hdf5(std::shared_ptr<const InputFile> file);
 std::unique_ptr<SnapshotReader> open_safetensors(std::shared_ptr<const InputFile> file);
+// The size of a safetensors stream from its first `avail` bytes: 8 + the header's length (capped),
+// then + the end of its data as the header declares it once the whole header is given (just the
+// header when it does not parse: the reader then says why). For reading standard input.
+uint64_t safetensors_declared_size(const uint8_t* p, size_t avail);
 
 std::unique_ptr<SnapshotWriter> create_npy(const std::string& path, bool overwrite);
 std::unique_ptr<SnapshotWriter> create_npy_dir(const std::string& dir, bool overwrite);

@@ -435,6 +435,23 @@ class SafetensorsReader final : public SnapshotReader {
 
 }  // namespace
 
+uint64_t safetensors_declared_size(const uint8_t* p, size_t avail) {
+  if (avail < 8) return 8;
+  const uint64_t n = read_le64(p);
+  if (n > kMaxHeaderSize || n > avail - 8) return std::min<uint64_t>(n, kMaxHeaderSize) + 8;
+  HeaderSax sax;
+  bool ok = false;
+  try {
+    ok = nlohmann::json::sax_parse(p + 8, p + 8 + n, &sax, nlohmann::json::input_format_t::json, true);
+  } catch (const nlohmann::json::exception&) {
+    ok = false;
+  }
+  uint64_t end = 0;
+  if (ok && sax.error.empty())
+    for (const Entry& e : sax.entries) end = std::max(end, e.end);
+  return end > ~uint64_t{0} - 8 - n ? ~uint64_t{0} : 8 + n + end;  // saturated: refused as over the cap
+}
+
 std::unique_ptr<SnapshotReader> open_safetensors(std::shared_ptr<const InputFile> file) {
   return std::make_unique<SafetensorsReader>(std::move(file));
 }

@@ -1,4 +1,5 @@
 // Format dispatch: by extension, by directory, or by magic bytes.
+#include "npy.hpp"
 #include "readers.hpp"
 
 #include <gradcodec/error.hpp>
@@ -41,6 +42,40 @@ std::unique_ptr<SnapshotReader> open_by_magic(std::shared_ptr<const InputFile> f
     fail(ErrorCode::Input, f->path() + ": a Python pickle (torch.save's legacy format or pickle.dump), which "
                                        "is never unpickled; save the gradients with safetensors or np.savez");
   fail(ErrorCode::Input, f->path() + ": unknown file format (expected .npy, .npz, .h5, .safetensors)");
+}
+
+// Standard input: its format from the first bytes (an unknown one refused at once), then as many
+// bytes as the format declares — an NPY header gives its data's size, a safetensors header its
+// tensors' offsets — and no more; an NPZ, an HDF5 image or a pickled NPY array, whose size only
+// their end shows, to the end (at most kStdinCap).
+std::unique_ptr<SnapshotReader> open_stdin() {
+  StdinReader in;
+  in.fill(npy::kPreambleBytes);
+  const auto& b = in.bytes();
+  auto magic = [&](const char* m, size_t n) { return b.size() >= n && std::memcmp(b.data(), m, n) == 0; };
+  constexpr uint64_t kUnknown = uint64_t{1} << 62;  // a size no stream reaches: "not yet known"
+  if (magic("\x93NUMPY", 6)) {
+    const uint64_t end = npy::header_end(b.data(), b.size(), in.ended() ? b.size() : kUnknown, "<stdin>");
+    if (in.fill(end)) {
+      const npy::Header h = npy::parse_header(b.data(), end, kUnknown, "<stdin>");
+      if (h.pickled)
+        in.fill_to_end();
+      else
+        in.fill(end + h.data_bytes);
+    }
+    return open_npy(in.take());  // a short stream is refused by the reader, saying what is missing
+  }
+  if (magic("PK\x03\x04", 4) || magic("PK\x05\x06", 4) || magic("\x89HDF\r\n\x1a\n", 8)) {
+    in.fill_to_end();
+    return open_by_magic(in.take());
+  }
+  in.fill(9);
+  if (b.size() >= 9 && b[8] == '{') {
+    in.fill(safetensors_declared_size(b.data(), b.size()));  // the header
+    in.fill(safetensors_declared_size(b.data(), b.size()));  // then the data it declares
+    return open_safetensors(in.take());
+  }
+  return open_by_magic(in.take());  // unknown (or empty): refused on these few bytes
 }
 
 }  // namespace
@@ -86,8 +121,8 @@ std::unique_ptr<SnapshotReader> open_snapshot(const std::string& path) {
   // the other formats read the mapping and keep no descriptor (encode opens every input of a
   // sequence before it starts).
   const std::string ext = path == "-" ? std::string() : lower_extension(path);
+  if (path == "-") return open_stdin();
   auto file = InputFile::open(path, ext == ".npz");
-  if (path == "-") return open_by_magic(file);
   if (ext == ".npy") return open_npy(file);
   if (ext == ".npz") return open_npz(file);
   if (ext == ".h5" || ext == ".hdf5") return open_hdf5(file);

@@ -272,7 +272,24 @@ void rethrow_located(const ContainerReader& reader, size_t f, size_t i, const Re
 }
 
 ContainerReader ContainerReader::open(const std::string& path) {
-  return ContainerReader(InputFile::open(path, /*readable=*/true));
+  if (path == "-") {
+    // The preamble and the smallest container's size first: a stream that is no container (an
+    // endless `< /dev/zero`) is refused on its first bytes. A container declares no total size
+    // (the trailer ends it), so the rest is read to the end, up to kStdinCap.
+    StdinReader in;
+    const bool whole = in.fill(kPreambleSize + 8 + kTrailerSize);
+    const auto& b = in.bytes();
+    uint16_t major = 0;
+    uint32_t header_len = 0;
+    if (whole) {
+      std::memcpy(&major, b.data() + 8, 2);
+      std::memcpy(&header_len, b.data() + 12, 4);
+    }
+    if (whole && std::memcmp(b.data(), kMagic, 8) == 0 && major == kFormatMajor && header_len <= kMaxHeaderBytes)
+      in.fill_to_end();
+    return ContainerReader(in.take(ErrorCode::Corrupt));  // refused by its checks when it stopped early
+  }
+  return ContainerReader(InputFile::open(path, /*readable=*/true, /*changed=*/ErrorCode::Corrupt));
 }
 
 ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(std::move(file)) {

@@ -1,10 +1,15 @@
 #include <gradcodec/error.hpp>
 #include <gradcodec/file_io.hpp>
+#include <gradcodec/input_changes.hpp>
+
+#include "core/mapped_inputs.hpp"
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <utility>
+#include <algorithm>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -40,11 +45,52 @@ int list_temporary(const char* path) noexcept {
   return -1;  // full: only the destructor removes this one
 }
 
+// The directories listed by CreatedDirectory objects alive now (same scheme as g_temps).
+constexpr int kDirSlots = 4096;
+std::atomic<const char*> g_dirs[kDirSlots];
+
 }  // namespace
+
+std::string not_regular(unsigned mode) {
+  if (S_ISDIR(mode)) return "is a directory, not a regular file";
+  const char* what = S_ISFIFO(mode)   ? "a FIFO (named pipe)"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                     : S_ISSOCK(mode) ? "a socket"
+                                      : "a special file";
+  return std::string("is ") + what + ", not a regular file; read it through standard input ('-') instead";
+}
 
 void remove_temporary_outputs() noexcept {
   for (auto& slot : g_temps)
     if (const char* p = slot.exchange(nullptr)) ::unlink(p);
+  // Then the directories made for the outputs, now empty unless they hold something else (which
+  // keeps them). Listed in no particular order: each pass removes the deepest ones left, so a
+  // nest as deep as the number of listed directories goes in as many passes.
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (auto& slot : g_dirs) {
+      const char* p = slot.load();
+      if (p && ::rmdir(p) == 0) {
+        slot.store(nullptr);
+        progress = true;
+      }
+    }
+  }
+}
+
+CreatedDirectory::CreatedDirectory(std::string path) : path_(std::move(path)) {
+  for (int i = 0; i < kDirSlots && slot_ < 0; ++i) {
+    const char* expected = nullptr;
+    if (g_dirs[i].compare_exchange_strong(expected, path_.c_str())) slot_ = i;
+  }
+}
+
+CreatedDirectory::~CreatedDirectory() { release(); }
+
+void CreatedDirectory::release() noexcept {
+  if (slot_ >= 0) g_dirs[slot_].store(nullptr);
+  slot_ = -1;
 }
 
 ScratchFile::ScratchFile(std::string path) : path_(std::move(path)), slot_(list_temporary(path_.c_str())) {}
@@ -114,9 +160,13 @@ void AtomicOutput::unlist() noexcept {
 void AtomicOutput::write(const void* data, size_t n) {
   if (n == 0) return;
   if (!f_) fail(ErrorCode::Internal, "AtomicOutput::write after release_handle");
-  if (std::fwrite(data, 1, n, f_) != n)
+  if (std::fwrite(data, 1, n, f_) != n) {
+    // EFAULT: the bytes came from an input's mapping, truncated meanwhile (the kernel does not
+    // raise SIGBUS for its own reads): that is the error to report.
+    if (errno == EFAULT) check_range_readable(data, n);
     fail(ErrorCode::Input, (is_stdout_ ? std::string("<stdout>") : target_) +
                                ": write failed: " + std::strerror(errno));
+  }
   written_ += n;
 }
 
@@ -129,6 +179,7 @@ void AtomicOutput::release_handle() {
 
 void AtomicOutput::seal() {
   if (sealed_) return;
+  check_inputs_unchanged();  // nothing made from an input that changed while it was read
   if (is_stdout_) {
     if (std::fflush(stdout) != 0) fail(ErrorCode::Input, "<stdout>: write failed");
     sealed_ = committed_ = true;
@@ -156,27 +207,26 @@ void AtomicOutput::publish() {
   unlist();
 }
 
-std::shared_ptr<const InputFile> InputFile::open(const std::string& path, bool readable) {
+std::shared_ptr<const InputFile> InputFile::open(const std::string& path, bool readable, ErrorCode changed) {
   std::shared_ptr<InputFile> f(new InputFile());
   f->path_ = path;
+  f->changed_ = changed;
   if (path == "-") {
-    std::vector<uint8_t> all;
-    uint8_t buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) all.insert(all.end(), buf, buf + n);
-    if (std::ferror(stdin)) fail(ErrorCode::Input, "<stdin>: read failed");
-    f->owned_ = std::move(all);
-    f->data_ = f->owned_.data();
-    f->size_ = f->owned_.size();
-    f->path_ = "<stdin>";
-    return f;
+    StdinReader in;
+    in.fill_to_end();
+    return in.take(changed);
   }
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(ErrorCode::Input, path + ": cannot open: " + std::strerror(errno));
+  // Checked before the open, which would wait for a writer on a FIFO (forever, if none comes)
+  // or act on a device; opened with O_NONBLOCK so that a path swapped for a FIFO between the
+  // stat and the open cannot block either, then checked again on the descriptor.
   struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(ErrorCode::Input, path + ": cannot open: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(ErrorCode::Input, path + ": " + not_regular(st.st_mode));
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) fail(ErrorCode::Input, path + ": cannot open: " + std::strerror(errno));
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail(ErrorCode::Input, path + ": not a regular file");
+    fail(ErrorCode::Input, path + ": " + not_regular(st.st_mode));
   }
   f->size_ = static_cast<uint64_t>(st.st_size);
   if (f->size_ > 0) {
@@ -187,12 +237,51 @@ std::shared_ptr<const InputFile> InputFile::open(const std::string& path, bool r
     }
     f->map_ = m;
     f->data_ = static_cast<const uint8_t*>(m);
+    f->slot_ = list_mapping(m, f->size_, f->path_.c_str(), changed);
     if (readable) {
       f->fd_ = fd;
       return f;
     }
   }
   ::close(fd);
+  return f;
+}
+
+bool StdinReader::fill(uint64_t n) {
+  if (n > kStdinCap)
+    fail(ErrorCode::Input, "<stdin>: its header declares " + std::to_string(n) + " bytes, more than the " +
+                               std::to_string(kStdinCap >> 30) +
+                               " GiB read through standard input; give the file's name instead");
+  return read_until(n);
+}
+
+bool StdinReader::read_until(uint64_t n) {
+  uint8_t buf[1 << 16];
+  while (!ended_ && bytes_.size() < n) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buf, n - bytes_.size()));
+    const ssize_t got = ::read(STDIN_FILENO, buf, want);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(ErrorCode::Input, std::string("<stdin>: read failed: ") + std::strerror(errno));
+    if (got == 0) ended_ = true;
+    bytes_.insert(bytes_.end(), buf, buf + got);  // grows as bytes come, not as a header claims
+  }
+  return bytes_.size() >= n;
+}
+
+void StdinReader::fill_to_end() {
+  if (read_until(kStdinCap + 1))
+    fail(ErrorCode::Input, "<stdin>: more than " + std::to_string(kStdinCap >> 30) +
+                               " GiB through standard input, and the format declares no size; give the file's "
+                               "name instead");
+}
+
+std::shared_ptr<const InputFile> StdinReader::take(ErrorCode changed) {
+  std::shared_ptr<InputFile> f(new InputFile());
+  f->path_ = "<stdin>";
+  f->owned_ = std::exchange(bytes_, {});
+  f->data_ = f->owned_.data();
+  f->size_ = f->owned_.size();
+  f->changed_ = changed;
   return f;
 }
 
@@ -206,6 +295,7 @@ std::shared_ptr<const InputFile> InputFile::from_bytes(std::vector<uint8_t> byte
 }
 
 InputFile::~InputFile() {
+  unlist_mapping(slot_);
   if (map_) ::munmap(map_, size_);
   if (fd_ >= 0) ::close(fd_);
 }
@@ -219,8 +309,8 @@ void InputFile::read_at(uint64_t offset, uint8_t* dst, size_t n) const {
   while (n) {
     const ssize_t got = ::pread(fd_, dst, n, static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) fail(ErrorCode::Input, path_ + ": read failed: " + std::strerror(errno));
-    if (got == 0) fail(ErrorCode::Input, path_ + ": the file ended early (changed while being read?)");
+    if (got < 0) fail(changed_, path_ + ": read failed: " + std::strerror(errno));
+    if (got == 0) fail(changed_, path_ + ": the file shrank (or could not be read) while it was being read");
     dst += got;
     offset += static_cast<uint64_t>(got);
     n -= static_cast<size_t>(got);

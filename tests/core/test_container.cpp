@@ -484,8 +484,8 @@ TEST_CASE("container: zstd streams are read from the file in chunks, checked bef
       const Tensor small = d.decode(0, 1);
       CHECK(std::memcmp(small.data.data(), frames[0][1].data.data(), small.data.size()) == 0);
     }
-    // The file shrinks under an open reader: a read past its new end is an input error, never a
-    // crash (reading through the mapping would fault).
+    // The file shrinks under an open reader: a read past its new end is a container error (exit
+    // 3, as for any damaged container), never a crash (reading through the mapping would fault).
     write_file(path, bytes);
     const ContainerReader r = ContainerReader::open(path);
     std::filesystem::resize_file(path, big.streams[0].offset + 10);
@@ -493,8 +493,8 @@ TEST_CASE("container: zstd streams are read from the file in chunks, checked bef
       r.stream_chunks(big, 0).next();
       FAIL("a read past the end of the shrunk file was accepted");
     } catch (const Error& e) {
-      CHECK(e.code() == ErrorCode::Input);
-      CHECK_THAT(e.what(), Catch::Contains("ended early"));
+      CHECK(e.code() == ErrorCode::Corrupt);
+      CHECK_THAT(e.what(), Catch::Contains(path + ": the file shrank (or could not be read) while it was being read"));
     }
     std::filesystem::remove(path);
   }

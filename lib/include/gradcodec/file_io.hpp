@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <gradcodec/error.hpp>
 #include <gradcodec/tensor.hpp>
 
 namespace gradcodec {
@@ -76,9 +77,30 @@ class ScratchFile {
   int slot_ = -1;
 };
 
+// A directory made for outputs (decode's DIR/ and DIR/frameNNN/), listed for
+// remove_temporary_outputs() from before it is created until release() — once the outputs in it
+// are in place — or until this object goes: an interrupted run removes it again. Only
+// directories the program creates are listed, so one that existed before is never removed.
+// The owner removes it itself on a failure (the list is for signal handlers; the first 4096
+// alive at once are listed).
+class CreatedDirectory {
+ public:
+  explicit CreatedDirectory(std::string path);
+  ~CreatedDirectory();  // unlists; does not remove
+  CreatedDirectory(const CreatedDirectory&) = delete;
+  CreatedDirectory& operator=(const CreatedDirectory&) = delete;
+  const std::string& path() const noexcept { return path_; }
+  void release() noexcept;
+
+ private:
+  std::string path_;
+  int slot_ = -1;
+};
+
 // Unlinks every AtomicOutput temporary not yet renamed into place and every ScratchFile (those of
-// the first 4096 alive at once; more are removed by their destructors only). Async-signal-safe: only reads a fixed
-// table and calls unlink(2). For the CLI's handlers of SIGINT/SIGTERM/SIGHUP.
+// the first 4096 alive at once; more are removed by their destructors only), then every listed
+// CreatedDirectory that is empty. Async-signal-safe: only reads fixed tables and calls unlink(2)
+// and rmdir(2). For the CLI's handlers of SIGINT/SIGTERM/SIGHUP.
 void remove_temporary_outputs() noexcept;
 
 // A read-only view of a whole file: memory-mapped where possible, else read into memory ("-" reads
@@ -86,7 +108,11 @@ void remove_temporary_outputs() noexcept;
 class InputFile : public std::enable_shared_from_this<InputFile> {
  public:
   // With `readable`, a mapped file stays open for read_at() (one descriptor per InputFile).
-  static std::shared_ptr<const InputFile> open(const std::string& path, bool readable = false);
+  // `changed`: the code of the error when the file shrinks while it is read (a short read_at, or
+  // a fault on the mapping: <gradcodec/input_changes.hpp>) — Corrupt for a container.
+  // A path that is not a regular file (a FIFO, a device) is refused before it is opened.
+  static std::shared_ptr<const InputFile> open(const std::string& path, bool readable = false,
+                                               ErrorCode changed = ErrorCode::Input);
   // Bytes already in memory, named `name` in error messages (tests, fuzzers, stdin images).
   static std::shared_ptr<const InputFile> from_bytes(std::vector<uint8_t> bytes, const std::string& name);
   const uint8_t* data() const noexcept { return data_; }
@@ -99,19 +125,49 @@ class InputFile : public std::enable_shared_from_this<InputFile> {
   // Copies [offset, offset+n) into dst. A file opened `readable` is read with pread, so the
   // mapping's pages are never touched (on some virtual machines the first touch of each mapped
   // page costs more than copying it); else the bytes are copied from data(). Bounds are checked;
-  // a failed or short read (the file shrank) is Error(Input) naming the path.
+  // a failed or short read (the file shrank) is an Error (code `changed`) naming the path.
   void read_at(uint64_t offset, uint8_t* dst, size_t n) const;
   ~InputFile();
 
  private:
+  friend class StdinReader;
   InputFile() = default;
   std::string path_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   void* map_ = nullptr;
   int fd_ = -1;  // open when mapped and `readable` (read_at)
+  int slot_ = -1;  // the mapping's in the list of <gradcodec/input_changes.hpp>
+  ErrorCode changed_ = ErrorCode::Input;
   std::vector<uint8_t> owned_;
 };
+
+// Standard input read only as far as asked (it may be endless: `< /dev/zero`). A reader learns
+// from a stream's first bytes what it is and, for most formats, how long: it reads that much and
+// no more, and reads to the end only what declares no size — never more than kStdinCap.
+inline constexpr uint64_t kStdinCap = uint64_t{16} << 30;  // 16 GiB
+class StdinReader {
+ public:
+  // Reads until `n` bytes are held in all or the stream ends; true when n are held. Error(Input)
+  // when n (a size a header declares) is over kStdinCap.
+  bool fill(uint64_t n);
+  // Reads to the end of the stream; Error(Input) when it holds more than kStdinCap bytes.
+  void fill_to_end();
+  const std::vector<uint8_t>& bytes() const noexcept { return bytes_; }
+  bool ended() const noexcept { return ended_; }
+  // The bytes read, as the InputFile "<stdin>" (the reader is empty after).
+  std::shared_ptr<const InputFile> take(ErrorCode changed = ErrorCode::Input);
+
+ private:
+  bool read_until(uint64_t n);
+  std::vector<uint8_t> bytes_;
+  bool ended_ = false;
+};
+
+// Why an input of this st_mode is refused ("is a FIFO (named pipe), not a regular file (...)"):
+// a FIFO or a device is read only through standard input ("-"), never opened by name — opening
+// a FIFO waits for a writer, forever if none comes.
+std::string not_regular(unsigned mode);
 
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
