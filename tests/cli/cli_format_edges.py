@@ -130,4 +130,25 @@ def test_safetensors_header_of_many_tensors_lists_each_in_order():
         assert np.array_equal(np.frombuffer(data[b:e], dtype="<f4"), arrays[name]), name
 
 
+def test_safetensors_metadata_of_many_keys_kept_in_order():
+    # __metadata__ is written key by key too, in file order (the reader refuses a key given twice).
+    keys = [f"k{i}" for i in range(2000)]
+    meta_text = ",".join(json.dumps(k) + ":" + json.dumps(f"v{k}\u00e9") for k in keys)
+    w = np.arange(6, dtype="<f4")
+    header = ('{"__metadata__":{' + meta_text + '},"w":{"dtype":"F32","shape":[6],"data_offsets":[0,24]}}').encode()
+    header += b" " * ((8 - len(header) % 8) % 8)
+    with open(path("meta.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header + w.tobytes())
+    run("encode", path("meta.safetensors"), "-o", path("meta.gcz"), "--preset", "lossless")
+    run("decode", path("meta.gcz"), "-o", path("meta_out.safetensors"))
+    with open(path("meta_out.safetensors"), "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    pairs = json.loads(blob[8:8 + n], object_pairs_hook=lambda p: p)
+    assert pairs[0][0] == "__metadata__"
+    got = pairs[0][1]
+    assert [k for k, _ in got] == keys, [k for k, _ in got][:10]
+    assert dict(got)["k6"] == "vk6\u00e9"
+
+
 clitest.run_all(dict(globals()))
