@@ -434,6 +434,10 @@ def main():
         L.append(f"| {p} | {t} | {rss / 1e6:.1f} | {'yes' if rss <= 3 * largest + 64e6 else 'NO'} |")
 
     L.append("\n" + peers_text.replace("## Peer comparison", "## Peer comparison", 1))
+    scaling = os.path.join(ROOT, "bench", "writers_scaling.md")
+    if os.path.exists(scaling):  # bench/bench_writers.py --out writes it (its own run, minutes long)
+        with open(scaling) as f:
+            L.append("\n" + f.read())
     with open(a.out, "w") as f:
         f.write("\n".join(L) + "\n")
     print(f"wrote {a.out}")

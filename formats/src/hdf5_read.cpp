@@ -8,7 +8,14 @@
 //   first name; soft and external links are not followed; notes() names every link not read
 //   under its own name (the other hard links too). A dataset "a/b/c" becomes tensor
 //   "a.b.c".
-// - A dataset with an H5S_NULL dataspace (h5py.Empty) is read as an empty 1-d array, shape [0].
+// - A dataset with an H5S_NULL dataspace (h5py.Empty) has no shape and no data: it is not listed
+//   as an array; notes() names it as skipped (the CLI shows that as a warning).
+// - The file may not change while it is read: libhdf5 answers a read of data the file no longer
+//   holds (truncated after it was opened) with zeros, not an error. Every read() therefore checks,
+//   after H5Dread, that the file's size, modification time and inode are still those seen when it
+//   was opened, and throws Error(Input) naming the dataset otherwise: a read is exact or fails,
+//   never quietly made of fill values. (A file truncated before it is opened is refused by
+//   libhdf5 itself: its superblock records the end of the file.)
 // - Floats: IEEE f16 (h5py's float16: 2 bytes, fields 15,10,5,0,10, bias 15), bfloat16 (2 bytes,
 //   fields 15,7,8,0,7, bias 127), f32, f64, little- or big-endian. Their bytes are read exactly as
 //   stored (no HDF5 conversion, so NaN payloads survive) and byte-swapped here when big-endian;
@@ -39,6 +46,8 @@
 #include <gradcodec/error.hpp>
 
 #include <hdf5.h>
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -228,10 +237,40 @@ const char* filter_name(H5Z_filter_t f) {
   }
 }
 
+// What identifies the state of a file on disk: compared after every read to the state at open.
+struct FileStamp {
+  uint64_t size = 0;
+  int64_t mtime_s = 0;
+  int64_t mtime_ns = 0;
+  uint64_t ino = 0;
+  uint64_t dev = 0;
+  bool operator==(const FileStamp& o) const {
+    return size == o.size && mtime_s == o.mtime_s && mtime_ns == o.mtime_ns && ino == o.ino && dev == o.dev;
+  }
+};
+
+std::optional<FileStamp> stamp_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  FileStamp s;
+  s.size = static_cast<uint64_t>(st.st_size);
+  s.mtime_s = static_cast<int64_t>(st.st_mtim.tv_sec);
+  s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_nsec);
+  s.ino = static_cast<uint64_t>(st.st_ino);
+  s.dev = static_cast<uint64_t>(st.st_dev);
+  return s;
+}
+
 class Hdf5Reader final : public SnapshotReader {
  public:
-  Hdf5Reader(std::shared_ptr<const InputFile> file, Hid fid, std::vector<Entry> entries, std::vector<std::string> notes)
-      : file_(std::move(file)), fid_(std::move(fid)), entries_(std::move(entries)), notes_(std::move(notes)) {
+  // `stamp`: the file's state when it was opened (none for an in-memory image, which cannot change).
+  Hdf5Reader(std::shared_ptr<const InputFile> file, Hid fid, std::vector<Entry> entries, std::vector<std::string> notes,
+             std::optional<FileStamp> stamp)
+      : file_(std::move(file)),
+        fid_(std::move(fid)),
+        entries_(std::move(entries)),
+        notes_(std::move(notes)),
+        stamp_(stamp) {
     infos_.reserve(entries_.size());
     for (const auto& e : entries_) infos_.push_back(e.info);
   }
@@ -281,6 +320,21 @@ class Hdf5Reader final : public SnapshotReader {
       if (p.how != e.how || p.item_size != e.item_size) throw bad("datatype changed while reading");
       if (H5Dread(ds.get(), p.mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.get()) < 0)
         throw bad(with_detail("cannot read data"));
+      // libhdf5 fills what lies past the end of a file that shrank with zeros: a read is only
+      // trusted when the file is still the one that was opened.
+      if (stamp_) {
+        const std::optional<FileStamp> now = stamp_of(path());
+        if (!now)
+          throw bad("the file disappeared while it was read; its data may be fill values, so none is used");
+        if (!(*now == *stamp_)) {
+          std::string what = "the file changed while it was read (";
+          what += std::to_string(stamp_->size);
+          what += " bytes when opened, ";
+          what += std::to_string(now->size);
+          what += " now); its data may be fill values, so none is used";
+          throw bad(what);
+        }
+      }
     } catch (const TypeFailure& f) {
       throw bad(f.what);
     }
@@ -297,6 +351,7 @@ class Hdf5Reader final : public SnapshotReader {
   std::vector<TensorInfo> infos_;
   std::vector<std::string> notes_;
   std::string attrs_;
+  std::optional<FileStamp> stamp_;
 };
 
 // Inspects one dataset; throws Error(Input) for a dataset that lies about itself.
@@ -325,7 +380,7 @@ Entry inspect(hid_t fid, const std::string& path, const std::string& rel, uint64
     } else if (sc == H5S_SCALAR) {
       e.info.shape.clear();
     } else if (sc == H5S_NULL) {
-      null_space = true;  // shape [0]: see the decisions at the top
+      null_space = true;  // not listed: see the decisions at the top
     } else {
       throw bad(with_detail("unknown dataspace class"));
     }
@@ -336,7 +391,7 @@ Entry inspect(hid_t fid, const std::string& path, const std::string& rel, uint64
     if (!ft.valid()) throw bad(with_detail("cannot read the datatype"));
     ReadPlan p = plan_read(ft.get(), e.info);
     if (null_space) e.info.shape = {0};
-    e.how = null_space && p.how != ReadHow::Unreadable ? ReadHow::Null : p.how;
+    e.how = null_space ? ReadHow::Null : p.how;
     e.swap_unit = p.swap_unit;
     e.item_size = p.item_size;
     e.why = p.why;
@@ -446,6 +501,13 @@ std::unique_ptr<SnapshotReader> open_hdf5(std::shared_ptr<const InputFile> file)
     fsize = file->size();
   }
   uint64_t file_size = fsize;
+  // The state the reads are checked against; taken after H5Fopen, whose own check refuses a file
+  // shorter than its superblock says.
+  std::optional<FileStamp> stamp;
+  if (path != "<stdin>") {
+    stamp = stamp_of(path);
+    if (!stamp) fail(ErrorCode::Input, path + ": cannot read the file's status");
+  }
 
   VisitState state;
   if (visit_all(fid.get(), state) < 0 || state.failed)
@@ -454,15 +516,21 @@ std::unique_ptr<SnapshotReader> open_hdf5(std::shared_ptr<const InputFile> file)
   std::vector<Entry> entries;
   std::map<std::string, std::string> names;  // tensor name → HDF5 path
   entries.reserve(state.datasets.size());
+  std::vector<std::string> notes;
   for (const std::string& rel : state.datasets) {
     Entry e = inspect(fid.get(), path, rel, file_size);
+    if (e.how == ReadHow::Null) {  // h5py.Empty: no shape, no data, no tensor
+      notes.push_back("skipping dataset " + printable(e.h5path) +
+                      ": its dataspace is null (h5py.Empty), which has no shape and no data");
+      continue;
+    }
     auto [it, fresh] = names.emplace(e.info.name, e.h5path);
     if (!fresh)
       fail(ErrorCode::Input, path + ": datasets " + printable(it->second) + " and " + printable(e.h5path) +
                                  " both map to tensor name '" + printable(e.info.name) + "'");
     entries.push_back(std::move(e));
   }
-  std::vector<std::string> notes = link_notes(fid.get(), state);
+  for (std::string& note : link_notes(fid.get(), state)) notes.push_back(std::move(note));
   // Attributes of the root group, then of every group and dataset in visit order (named
   // datatypes are not read, nor their attributes).
   std::map<std::string, std::string> tensor_of;  // HDF5 path → tensor name
@@ -476,7 +544,7 @@ std::unique_ptr<SnapshotReader> open_hdf5(std::shared_ptr<const InputFile> file)
     if (auto it = tensor_of.find(h5path); it != tensor_of.end()) with_attrs.push_back({h5path, it->second});
   }
   std::string attrs = read_attributes(fid.get(), with_attrs, notes);
-  auto reader = std::make_unique<Hdf5Reader>(std::move(file), std::move(fid), std::move(entries), std::move(notes));
+  auto reader = std::make_unique<Hdf5Reader>(std::move(file), std::move(fid), std::move(entries), std::move(notes), stamp);
   reader->set_attributes(std::move(attrs));
   return reader;
 }

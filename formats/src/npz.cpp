@@ -177,13 +177,28 @@ class NpzReader final : public SnapshotReader {
 
   Tensor read(size_t i) override {
     if (i >= members_.size()) fail(ErrorCode::Internal, file_->path() + ": array index out of range");
+    const Member& m = members_[i];
+    std::shared_ptr<uint8_t[]> data = npy::allocate(m.header.data_bytes, m.where);
+    read_into(i, data.get());
+    uint8_t* p = data.get();
+    Buffer raw = Buffer::view(std::move(data), p, m.header.data_bytes);
+    return Tensor{m.header.info, npy::to_tensor_data(m.header, std::move(raw), m.where)};
+  }
+
+  uint64_t array_bytes(size_t i) const {
+    if (i >= members_.size()) fail(ErrorCode::Internal, file_->path() + ": array index out of range");
+    return members_[i].header.data_bytes;
+  }
+
+  // The array's bytes of member i, as stored (before any transpose or byte swap), into dst.
+  void read_into(size_t i, uint8_t* dst) {
+    if (i >= members_.size()) fail(ErrorCode::Internal, file_->path() + ": array index out of range");
     std::lock_guard<std::mutex> lock(mu_);  // one libzip archive: one reader at a time
     const Member& m = members_[i];
     ZipFilePtr f = open_file(m.index, m.where);
     uint8_t scratch[1 << 14];
     skip(f.get(), m.header.data_offset, scratch, sizeof scratch, m.where);
-    std::shared_ptr<uint8_t[]> data = npy::allocate(m.header.data_bytes, m.where);
-    read_exact(f.get(), data.get(), m.header.data_bytes, m.where);
+    read_exact(f.get(), dst, m.header.data_bytes, m.where);
     // Ignore what follows the array in the member (as numpy does), then read to the end so libzip
     // checks the CRC; one more byte than declared is refused.
     skip(f.get(), m.size - m.header.data_offset - m.header.data_bytes, scratch, sizeof scratch, m.where);
@@ -192,9 +207,6 @@ class NpzReader final : public SnapshotReader {
     if (extra > 0)
       fail(ErrorCode::Input, m.where + ": inflates to more than its declared " +
                                  std::to_string(m.size) + " bytes");
-    uint8_t* p = data.get();
-    Buffer raw = Buffer::view(std::move(data), p, m.header.data_bytes);
-    return Tensor{m.header.info, npy::to_tensor_data(m.header, std::move(raw), m.where)};
   }
 
  private:
@@ -257,9 +269,15 @@ class NpzReader final : public SnapshotReader {
     return f;
   }
 
+  // libzip 1.7 asked for 4 GiB or more in one zip_fread of a deflated member returns the whole
+  // count but leaves bytes of it uninflated (they come out of the next call): a member of more
+  // than 4 GiB then seemed to inflate to more than its declared size. Never ask for more than
+  // kMaxFread bytes at once.
+  static constexpr uint64_t kMaxFread = uint64_t{1} << 30;
+
   static void read_exact(zip_file_t* f, uint8_t* p, uint64_t n, const std::string& where) {
     while (n > 0) {
-      zip_int64_t got = zip_fread(f, p, n);
+      zip_int64_t got = zip_fread(f, p, std::min(n, kMaxFread));
       if (got < 0) fail(ErrorCode::Input, where + ": " + zip_file_strerror(f));
       if (got == 0) fail(ErrorCode::Input, where + ": truncated (data ends early)");
       p += got;
@@ -414,6 +432,18 @@ class NpzWriter final : public SnapshotWriter {
 };
 
 }  // namespace
+
+uint64_t npz_array_bytes(const SnapshotReader& npz, size_t i) {
+  const auto* r = dynamic_cast<const NpzReader*>(&npz);
+  if (!r) fail(ErrorCode::Internal, npz.path() + ": not an npz reader");
+  return r->array_bytes(i);
+}
+
+void read_npz_array_into(SnapshotReader& npz, size_t i, uint8_t* dst) {
+  auto* r = dynamic_cast<NpzReader*>(&npz);
+  if (!r) fail(ErrorCode::Internal, npz.path() + ": not an npz reader");
+  r->read_into(i, dst);
+}
 
 std::unique_ptr<SnapshotReader> open_npz(std::shared_ptr<const InputFile> file) {
   return std::make_unique<NpzReader>(std::move(file));

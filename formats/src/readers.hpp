@@ -20,6 +20,13 @@ std::unique_ptr<SnapshotReader> open_safetensors(std::shared_ptr<const InputFile
 // header when it does not parse: the reader then says why). For reading standard input.
 uint64_t safetensors_declared_size(const uint8_t* p, size_t avail);
 
+// Array i of an npz reader (open_npz; Error(Internal) for another reader): its size in bytes, and
+// its bytes as stored (before any transpose or byte swap) written to dst, with every check
+// read(i) makes (CRC, no more data than declared). read(i) is allocate + read_npz_array_into;
+// tests use the latter to inflate a member of over 4 GiB into a destination whose pages alias.
+uint64_t npz_array_bytes(const SnapshotReader& npz, size_t i);
+void read_npz_array_into(SnapshotReader& npz, size_t i, uint8_t* dst);
+
 std::unique_ptr<SnapshotWriter> create_npy(const std::string& path, bool overwrite);
 std::unique_ptr<SnapshotWriter> create_npy_dir(const std::string& dir, bool overwrite);
 std::unique_ptr<SnapshotWriter> create_npz(const std::string& path, bool overwrite);
