@@ -219,7 +219,7 @@ void check_container_name(const std::string& output, bool force_name) {
 }
 
 ContainerReader open_container(const std::string& path) {
-  auto file = InputFile::open(path, /*readable=*/true);
+  auto file = ContainerReader::open_file(path);
   static const char kGcz[8] = {'\x89', 'G', 'C', 'Z', '\r', '\n', '\x1a', '\n'};
   const bool gcz = file->size() >= 8 && std::memcmp(file->data(), kGcz, 8) == 0;
   if (!gcz)

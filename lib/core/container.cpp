@@ -271,7 +271,9 @@ void rethrow_located(const ContainerReader& reader, size_t f, size_t i, const Re
   }
 }
 
-ContainerReader ContainerReader::open(const std::string& path) {
+ContainerReader ContainerReader::open(const std::string& path) { return ContainerReader(open_file(path)); }
+
+std::shared_ptr<const InputFile> ContainerReader::open_file(const std::string& path) {
   if (path == "-") {
     // The preamble and the smallest container's size first: a stream that is no container (an
     // endless `< /dev/zero`) is refused on its first bytes. A container declares no total size
@@ -287,9 +289,9 @@ ContainerReader ContainerReader::open(const std::string& path) {
     }
     if (whole && std::memcmp(b.data(), kMagic, 8) == 0 && major == kFormatMajor && header_len <= kMaxHeaderBytes)
       in.fill_to_end();
-    return ContainerReader(in.take(ErrorCode::Corrupt));  // refused by its checks when it stopped early
+    return in.take(ErrorCode::Corrupt);  // refused by the reader's checks when it stopped early
   }
-  return ContainerReader(InputFile::open(path, /*readable=*/true, /*changed=*/ErrorCode::Corrupt));
+  return InputFile::open(path, /*readable=*/true, /*changed=*/ErrorCode::Corrupt);
 }
 
 ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(std::move(file)) {

@@ -98,6 +98,10 @@ class ContainerReader {
   // section and the offset. Records are validated when first touched.
   explicit ContainerReader(std::shared_ptr<const InputFile> file);
   static ContainerReader open(const std::string& path);
+  // The bytes open() reads, unchecked: a file by name (mapped; a change while it is read is
+  // Error(Corrupt)), or standard input ("-") read only as far as its first bytes when they are no
+  // container's, else to its end (bounded). For a caller that looks at the bytes first.
+  static std::shared_ptr<const InputFile> open_file(const std::string& path);
 
   const ContainerHeader& header() const noexcept { return header_; }
   size_t frame_count() const noexcept { return frames_.size(); }
