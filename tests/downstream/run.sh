@@ -7,6 +7,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 test -x "$work/prefix/bin/gradcodec"
+cmp "$src_dir/LICENSE" "$work/prefix/share/doc/gradcodec/LICENSE"
 test -f "$work/prefix/include/gradcodec/codec.hpp"
 test -f "$work/prefix/include/gradcodec/formats/snapshot_io.hpp"
 cmake -S "$src_dir/tests/downstream" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
