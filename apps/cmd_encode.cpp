@@ -18,6 +18,7 @@ struct EncodeArgs {
   unsigned threads = 0;
   uint32_t keyframe_interval = 0;
   bool force = false;
+  std::string memory_limit;
   NonFinite nonfinite = NonFinite::Refuse;
   InputOptions in;
 };
@@ -36,6 +37,7 @@ int run_encode(const EncodeArgs& a) {
   eo.keyframe_interval = a.keyframe_interval;
   eo.nonfinite = a.nonfinite;
   eo.threads = thread_count(a.threads);
+  if (!a.memory_limit.empty()) eo.memory_limit = parse_memory_limit(a.memory_limit);
 
   // Open (and validate) every input before creating the output.
   std::vector<OpenInput> inputs;
@@ -102,6 +104,8 @@ void setup_encode(CLI::App& app, Runner& run) {
   sub->add_option("--keyframe-interval", a->keyframe_interval,
                   "every K-th frame needs no earlier frame (0: only the first)");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
+  sub->add_option("--memory-limit", a->memory_limit,
+                  "refuse a tensor whose encoding needs more memory than this (default 8G; e.g. 512M, 32G)");
   add_input_options(*sub, a->in);
   add_nonfinite_option(*sub, a->nonfinite);
   sub->callback([a, &run] { run = [a] { return run_encode(*a); }; });

@@ -158,6 +158,11 @@ struct GlobalCut final : StageState {
 class Topk final : public ElementwiseSparsifier {
  public:
   Topk(KeepCount count, bool global) : count_(count), global_(global) {}
+  // k of the tensor's d (layer scope); the snapshot-wide cut may keep a whole tensor.
+  double kept_fraction(const TensorInfo& t) const noexcept override {
+    const uint64_t d = t.elements();
+    return global_ || d == 0 ? 1.0 : static_cast<double>(count_.of(d)) / static_cast<double>(d);
+  }
 
   // Three passes over the frame (one per radix digit), each loading one tensor at a time. The
   // last pass keeps, per tensor, the non-empty bins of its last-digit histogram (≤ 1024 each).
