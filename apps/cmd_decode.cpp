@@ -27,25 +27,6 @@ struct DecodeArgs {
   unsigned threads = 0;
 };
 
-// "8G", "512M", "64k" or a byte count (powers of 1024).
-uint64_t parse_size(const std::string& s) {
-  size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit = s.substr(used);
-  const std::string units = "KMGT";
-  unsigned shift = 0;
-  if (used == 0 || s[0] == '-' || unit.size() > 1 || (unit.size() == 1 && units.find(static_cast<char>(std::toupper(unit[0]))) == std::string::npos))
-    fail(ErrorCode::Usage, "--memory-limit: '" + s + "' is not a size (e.g. 512M, 8G)");
-  if (unit.size() == 1) shift = 10 * (1 + static_cast<unsigned>(units.find(static_cast<char>(std::toupper(unit[0])))));
-  if (shift && v > (~0ull >> shift)) fail(ErrorCode::Usage, "--memory-limit: '" + s + "' is too large");
-  return static_cast<uint64_t>(v) << shift;
-}
-
 // The key/value metadata each frame's input file had (safetensors __metadata__), from the
 // header's description of the inputs (encode writes one input per frame); empty where there was
 // none or the description says nothing usable.
@@ -106,7 +87,7 @@ int run_decode(const DecodeArgs& a) {
   ContainerReader reader = open_container(a.input);
   formats::format_for_output(a.output);  // a usage error before any work
   DecodeOptions dopt;
-  if (!a.memory_limit.empty()) dopt.memory_limit = parse_size(a.memory_limit);
+  if (!a.memory_limit.empty()) dopt.memory_limit = parse_memory_limit(a.memory_limit);
   dopt.threads = thread_count(a.threads);
   SequenceDecoder dec(reader, dopt);
   std::vector<size_t> frames;

@@ -20,6 +20,7 @@ struct EncodeArgs {
   uint32_t keyframe_interval = 0;
   bool force = false;
   bool force_name = false;
+  std::string memory_limit;
   NonFinite nonfinite = NonFinite::Refuse;
   RecordPaths record_paths = RecordPaths::Relative;
   InputOptions in;
@@ -40,6 +41,7 @@ int run_encode(const EncodeArgs& a) {
   eo.keyframe_interval = a.keyframe_interval;
   eo.nonfinite = a.nonfinite;
   eo.threads = thread_count(a.threads);
+  if (!a.memory_limit.empty()) eo.memory_limit = parse_memory_limit(a.memory_limit);
 
   // Open (and validate) every input before creating the output.
   std::vector<OpenInput> inputs;
@@ -119,6 +121,8 @@ void setup_encode(CLI::App& app, Runner& run) {
                   "every K-th frame needs no earlier frame (0: only the first)");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
   sub->add_flag("--force-name", a->force_name, "accept an OUTPUT named like a snapshot (.npz, .npy, .h5, .safetensors)");
+  sub->add_option("--memory-limit", a->memory_limit,
+                  "refuse a tensor whose encoding needs more memory than this (default 8G; e.g. 512M, 32G)");
   add_input_options(*sub, a->in);
   add_record_paths_option(*sub, a->record_paths);
   add_nonfinite_option(*sub, a->nonfinite);

@@ -1,6 +1,8 @@
 // gradcodec list stages|presets [--json]
 #include "commands.hpp"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 namespace gradcodec::cli {
@@ -19,6 +21,16 @@ std::string param_text(const ParamSpec& p) {
   return s;
 }
 
+// Bytes of memory per element that encoding an f32 [4096, 4096] tensor with preset `name` may
+// take (PipelineStages::work_bytes: the tensor and its stages' working memory), as
+// `encode --memory-limit` counts it; docs/robustness.md lists them.
+double encode_memory(const char* name) {
+  TensorInfo t;
+  t.dtype = DType::F32;
+  t.shape = {4096, 4096};
+  return static_cast<double>(PipelineStages(Pipeline::preset(name)).work_bytes(t)) / static_cast<double>(t.elements());
+}
+
 nlohmann::ordered_json list_json(const std::string& what) {
   auto out = nlohmann::ordered_json::array();
   if (what == "stages") {
@@ -30,7 +42,8 @@ nlohmann::ordered_json list_json(const std::string& what) {
     }
   } else {
     for (const auto& p : preset_table())
-      out.push_back({{"name", p.name}, {"pipeline", Pipeline::preset(p.name).text()}, {"source", p.source}});
+      out.push_back({{"name", p.name}, {"pipeline", Pipeline::preset(p.name).text()}, {"source", p.source},
+                     {"encode_memory", std::round(encode_memory(p.name) * 10) / 10}});
   }
   return out;
 }
@@ -53,6 +66,8 @@ int run_list(const std::string& what, bool json) {
   for (const auto& p : preset_table()) {
     std::printf("%-20s %s\n", p.name, Pipeline::preset(p.name).text().c_str());
     std::printf("%-20s source: %s\n", "", p.source);
+    std::printf("%-20s encode memory: %.1f bytes per element (f32 [4096, 4096], --memory-limit)\n", "",
+                encode_memory(p.name));
   }
   return 0;
 }

@@ -89,6 +89,26 @@ std::string format(const char* fmt, ...) {
   return buf;
 }
 
+// --memory-limit of decode and encode: "8G", "512M", "64k" or a byte count (powers of 1024);
+// a usage error otherwise.
+uint64_t parse_memory_limit(const std::string& s) {
+  size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = s.substr(used);
+  const std::string units = "KMGT";
+  unsigned shift = 0;
+  if (used == 0 || s[0] == '-' || unit.size() > 1 || (unit.size() == 1 && units.find(static_cast<char>(std::toupper(unit[0]))) == std::string::npos))
+    fail(ErrorCode::Usage, "--memory-limit: '" + s + "' is not a size (e.g. 512M, 8G)");
+  if (unit.size() == 1) shift = 10 * (1 + static_cast<unsigned>(units.find(static_cast<char>(std::toupper(unit[0])))));
+  if (shift && v > (~0ull >> shift)) fail(ErrorCode::Usage, "--memory-limit: '" + s + "' is too large");
+  return static_cast<uint64_t>(v) << shift;
+}
+
 unsigned thread_count(unsigned requested) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return requested ? std::min(requested, cores) : cores;

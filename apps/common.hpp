@@ -87,6 +87,8 @@ Pipeline choose_pipeline(const std::string& preset, const std::string& text);
 // --threads N (at most the cores the machine reports: more cannot speed up the work and would
 // only hold more tensors in memory at once), or 0 for every core.
 unsigned thread_count(unsigned requested);
+// --memory-limit SIZE: "8G", "512M", "64k" or a byte count (powers of 1024); Usage error otherwise.
+uint64_t parse_memory_limit(const std::string& s);
 // glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB), after
 // which tensor-sized buffers come from the heaps of the worker threads' arenas, where freed space
 // stays resident and fragments: `encode --preset lossless` with 2 threads on a 2 GB snapshot

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 namespace gradcodec {
@@ -54,6 +55,52 @@ PipelineStages::PipelineStages(const Pipeline& p) : pipeline_(p) {
       variants_.push_back(std::make_unique<PipelineStages>(Pipeline::from_stages(std::move(specs))));
     }
   }
+}
+
+double PipelineStages::work_per_element(const TensorInfo& t) const noexcept {
+  const auto* red = reducer_ >= 0 ? static_cast<const Reducer*>(stages_[reducer_].get()) : nullptr;
+  const double kept = red ? std::clamp(red->kept_fraction(t), 0.0, 1.0) : 1.0;
+  // The index coder codes one position per kept block.
+  const double positions = red ? kept / static_cast<double>(std::max<uint64_t>(1, red->kept_block(t))) : kept;
+  double per = 0, streams = 0;
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    const StageKind k = stages_[i]->kind();
+    if (k == StageKind::Lossless) continue;
+    const double w = stages_[i]->work_per_element(t, k == StageKind::IndexCoder ? positions : kept);
+    if (k == StageKind::Quantizer || k == StageKind::IndexCoder) streams += w;
+    // `raw` on the dense tensor lends the tensor's own bytes to the lossless stages (no copy).
+    if (static_cast<int>(i) == quantizer_ && bit_exact_ && !lossless_.empty()) continue;
+    per += w;
+  }
+  // The lossless stages run one after another on a stream, each output replacing its input: one
+  // output at a time, at most the streams' size (plus what an incompressible stream gains).
+  if (!lossless_.empty()) per += streams * 1.01 + 0.01;
+  return per;
+}
+
+namespace {
+// Bytes per element of a non-floating tensor from its numpy description ("<i8": 8, "<U10": 40);
+// 1 for a description this does not read (structured, object): a lower bound.
+uint64_t described_item_size(const std::string& d) noexcept {
+  if (d.size() < 3 || std::string("<>|=").find(d[0]) == std::string::npos) return 1;
+  uint64_t v = 0;
+  for (size_t i = 2; i < d.size(); ++i) {
+    if (d[i] < '0' || d[i] > '9' || v > (uint64_t{1} << 40)) return 1;
+    v = v * 10 + static_cast<uint64_t>(d[i] - '0');
+  }
+  return std::max<uint64_t>(1, d[1] == 'U' ? 4 * v : v);
+}
+}  // namespace
+
+uint64_t PipelineStages::work_bytes(const TensorInfo& t) const noexcept {
+  const uint64_t n = t.elements(), es = is_float(t.dtype) ? dtype_size(t.dtype) : described_item_size(t.descr);
+  const double in = static_cast<double>(n) * static_cast<double>(es);
+  // Stages compute in f32; wider values (f64 kept exact by `raw`) widen their streams alike.
+  const double need = is_float(t.dtype)
+                          ? std::max(2 * in, in + static_cast<double>(n) * work_per_element(t) *
+                                                      static_cast<double>(std::max<uint64_t>(4, es)) / 4)
+                          : 2 * in;
+  return need >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(std::ceil(need));
 }
 
 const PipelineStages& PipelineStages::variant(int k) const {

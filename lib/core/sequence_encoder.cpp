@@ -87,6 +87,42 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   std::set<std::string> seen, floats;
   const unsigned threads = std::max(1u, im.opt.threads);
 
+  // Names first (metadata only): duplicates and tensors over the memory limit are refused before
+  // any record is written, and every tensor's state slot exists before the workers start (they
+  // only look slots up).
+  for (size_t i = 0; i < src.count; ++i) {
+    const TensorInfo info = src.info(i);
+    check_storable(info, src.source);
+    const std::string& name = info.name;
+    // Refused before any tensor is loaded (the reducer's pre-pass below may load them): a small
+    // input may declare a tensor far larger than itself (a compressed NPZ member).
+    const uint64_t need = im.stages.work_bytes(info);
+    if (need > im.opt.memory_limit)
+      fail(ErrorCode::Input, src.source + ": tensor '" + name + "' (" + std::to_string(info.elements()) + " " +
+                                 dtype_name(info.dtype) + " elements) needs " + std::to_string(need) +
+                                 " bytes of memory to encode with pipeline '" + im.pipeline.text() +
+                                 "', over the memory limit of " + std::to_string(im.opt.memory_limit) +
+                                 " bytes (--memory-limit)");
+    if (!seen.insert(name).second) fail(ErrorCode::Input, src.source + ": tensor '" + name + "' appears twice");
+    im.states[name];
+    if (is_float(info.dtype)) floats.insert(name);
+  }
+  // A stateful pipeline's decoder rebuilds a tensor's state from the last keyframe on, so every
+  // frame since then must hold the same tensors: one that appears or goes away in between would
+  // make a container its own decoder cannot read. Refused here, naming the tensor.
+  if (im.stages.stateful() && !keyframe && floats != im.last_floats) {
+    std::vector<std::string> added, gone;
+    std::set_difference(floats.begin(), floats.end(), im.last_floats.begin(), im.last_floats.end(),
+                        std::back_inserter(added));
+    std::set_difference(im.last_floats.begin(), im.last_floats.end(), floats.begin(), floats.end(),
+                        std::back_inserter(gone));
+    const std::string what = !added.empty() ? "tensor '" + added[0] + "' is new in this frame"
+                                            : "tensor '" + gone[0] + "' of the frame before is missing";
+    fail(ErrorCode::Input, src.source + ": " + what + "; pipeline '" + im.pipeline.text() +
+                               "' keeps state across frames and needs the same tensors in every frame since the last "
+                               "keyframe (--keyframe-interval 1 makes every frame one)");
+  }
+  im.last_floats = std::move(floats);
   StageContext plan_ctx;
   plan_ctx.seed = im.opt.seed;
   plan_ctx.frame = frame;
@@ -177,32 +213,6 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
     }
   };
 
-  // Names first (metadata only): duplicates are refused before any record is written, and every
-  // tensor's state slot exists before the workers start (they only look slots up).
-  for (size_t i = 0; i < src.count; ++i) {
-    const TensorInfo info = src.info(i);
-    check_storable(info, src.source);
-    const std::string& name = info.name;
-    if (!seen.insert(name).second) fail(ErrorCode::Input, src.source + ": tensor '" + name + "' appears twice");
-    im.states[name];
-    if (is_float(info.dtype)) floats.insert(name);
-  }
-  // A stateful pipeline's decoder rebuilds a tensor's state from the last keyframe on, so every
-  // frame since then must hold the same tensors: one that appears or goes away in between would
-  // make a container its own decoder cannot read. Refused here, naming the tensor.
-  if (im.stages.stateful() && !keyframe && floats != im.last_floats) {
-    std::vector<std::string> added, gone;
-    std::set_difference(floats.begin(), floats.end(), im.last_floats.begin(), im.last_floats.end(),
-                        std::back_inserter(added));
-    std::set_difference(im.last_floats.begin(), im.last_floats.end(), floats.begin(), floats.end(),
-                        std::back_inserter(gone));
-    const std::string what = !added.empty() ? "tensor '" + added[0] + "' is new in this frame"
-                                            : "tensor '" + gone[0] + "' of the frame before is missing";
-    fail(ErrorCode::Input, src.source + ": " + what + "; pipeline '" + im.pipeline.text() +
-                               "' keeps state across frames and needs the same tensors in every frame since the last "
-                               "keyframe (--keyframe-interval 1 makes every frame one)");
-  }
-  im.last_floats = std::move(floats);
   // The records go to the writer in source order, whatever order the tensors finish in.
   auto commit = [&](Job& job) {
     uint64_t before = w.bytes_written();

@@ -9,6 +9,19 @@
 
 namespace gradcodec {
 
+double Stage::work_per_element(const TensorInfo& t, double kept) const noexcept {
+  (void)t;
+  switch (kind()) {
+    case StageKind::Transform: return 8;  // its output in f32, and a copy kept for after_encode()
+    case StageKind::Sparsifier:
+    case StageKind::LowRank: return 4 + 12 * kept;  // a dense f32 copy; a u64 position and an f32 value per kept value
+    case StageKind::Quantizer: return 4 * kept;  // its streams: at most one f32 per coded value
+    case StageKind::IndexCoder: return 0.25 + 10 * kept;  // a bit per position of the universe; LEB128's worst case per kept one
+    case StageKind::Lossless: return 0;  // its output, at most the size of the streams: PipelineStages::work_bytes
+  }
+  return 0;
+}
+
 Stream& Streams::add(std::string name, uint8_t width) {
   if (find(name)) fail(ErrorCode::Internal, "stream '" + name + "' produced twice");
   Stream s;

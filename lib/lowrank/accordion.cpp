@@ -2,6 +2,7 @@
 
 #include <gradcodec/pipeline.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace gradcodec::stages {
@@ -45,6 +46,13 @@ class Accordion final : public Reducer {
   bool needs_index_coder() const noexcept override { return sub_[0]->needs_index_coder(); }
   bool values_exact() const noexcept override { return sub_[0]->values_exact() && sub_[1]->values_exact(); }
   std::vector<std::string> alternatives() const override { return {text_[0], text_[1]}; }
+  double kept_fraction(const TensorInfo& t) const noexcept override {
+    return std::max(sub_[0]->kept_fraction(t), sub_[1]->kept_fraction(t));
+  }
+  // The f64 sum of the interval, and the larger alternative's memory.
+  double work_per_element(const TensorInfo& t, double kept) const noexcept override {
+    return 10 + std::max(sub_[0]->work_per_element(t, kept), sub_[1]->work_per_element(t, kept));
+  }
 
   std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const override {
     FrameView v = frame;

@@ -69,6 +69,14 @@ class PowerSgd final : public Reducer {
   bool stochastic() const noexcept override { return true; }  // the initial Q
   bool needs_index_coder() const noexcept override { return false; }
   bool values_exact() const noexcept override { return false; }
+  double kept_fraction(const TensorInfo& t) const noexcept override {
+    const PowerSgdView v = powersgd_view(t.shape, rank_);
+    const uint64_t d = t.elements();
+    return !v.compressed || d == 0 ? 1.0 : std::min(1.0, static_cast<double>(v.factor_values()) / static_cast<double>(d));
+  }
+  // M (f32), the error memory e, the mirror decoder's P Q^T and the decoded tensor, plus P, Q and
+  // their copy as the factors (12 B/element for powersgd(rank=2) on a 4096x4096 f32 tensor).
+  double work_per_element(const TensorInfo&, double kept) const noexcept override { return 14 + 12 * kept; }
 
   void encode(Payload& p, Streams&, const StageContext& ctx) override {
     const PowerSgdView v = powersgd_view(p.info->shape, rank_);

@@ -79,6 +79,8 @@ class Curvefit final : public Quantizer {
   Curvefit(Basis b, unsigned degree, unsigned segments) : basis_(b), degree_(degree), segments_(segments) {}
 
   bool reorders_index() const noexcept override { return true; }
+  // The kept values sorted with their order (f64 fits), and the reordered positions.
+  double work_per_element(const TensorInfo&, double kept) const noexcept override { return 24 * kept; }
   bool has_stats() const noexcept override { return true; }
 
   void encode(Payload& p, Streams& out, const StageContext&) override {

@@ -1,5 +1,7 @@
 #include "quantize/onebit.hpp"
 
+#include <algorithm>
+
 #include "quantize/codes.hpp"
 
 namespace gradcodec::stages {
@@ -10,6 +12,11 @@ constexpr const char* kName = "onebit";
 
 class OneBit final : public Quantizer {
  public:
+  // Its streams: 1 bit per coded value, and two f32 means per column of [shape[0], rest].
+  double work_per_element(const TensorInfo& t, double kept) const noexcept override {
+    const double rows = t.shape.empty() ? 1.0 : static_cast<double>(std::max<uint64_t>(1, t.shape[0]));
+    return 1 * kept + 8 / rows + 0.01;
+  }
   explicit OneBit(bool per_column) : per_column_(per_column) {}
 
   void encode(Payload& p, Streams& out, const StageContext&) override {

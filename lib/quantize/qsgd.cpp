@@ -21,6 +21,8 @@ class Qsgd final : public Quantizer {
       : s_(levels), bucket_(bucket), elias_(elias), level_bits_(bits_for(uint64_t{levels} + 1)) {}
   bool stochastic() const noexcept override { return true; }
   bool screens_nonfinite() const noexcept override { return true; }
+  // Elias-gamma codes of levels up to 2^24 take up to 49 bits and a sign (else at most 4 B).
+  double work_per_element(const TensorInfo&, double kept) const noexcept override { return (elias_ ? 7 : 4) * kept; }
 
   void encode(Payload& p, Streams& out, const StageContext& ctx) override {
     const std::span<const float> v = codes::coded_values(p);

@@ -12,6 +12,8 @@ constexpr const char* kName = "ssdm";
 
 class Ssdm final : public Quantizer {
  public:
+  // Its streams: 1 bit per coded value, and a scale.
+  double work_per_element(const TensorInfo&, double kept) const noexcept override { return 1 * kept + 0.01; }
   bool stochastic() const noexcept override { return true; }
 
   void encode(Payload& p, Streams& out, const StageContext& ctx) override {

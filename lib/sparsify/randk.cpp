@@ -57,6 +57,13 @@ class Randk final : public Reducer {
   bool stochastic() const noexcept override { return true; }
   bool needs_index_coder() const noexcept override { return !shared_; }
   bool values_exact() const noexcept override { return !unbiased_ && block_ == 1; }
+  double kept_fraction(const TensorInfo& t) const noexcept override {
+    const uint64_t d = t.elements();
+    return d == 0 ? 1.0 : std::min(1.0, static_cast<double>(count_.of(universe(d))) * block_ / static_cast<double>(d));
+  }
+  // The dense f32 copy, the drawing of the positions, the kept positions and values
+  // (randk(ratio=0.01) on a 4096x4096 f32 tensor: 4.5 B/element).
+  double work_per_element(const TensorInfo&, double kept) const noexcept override { return 6 + 12 * kept; }
 
   void encode(Payload& p, Streams&, const StageContext& ctx) override {
     const std::vector<float>& v = p.dense_f32();

@@ -309,6 +309,10 @@ class Tcs final : public Reducer {
   bool stateful() const noexcept override { return true; }
   bool needs_index_coder() const noexcept override { return false; }  // codes its own positions
   bool values_exact() const noexcept override { return false; }       // ḡ = g + e
+  // The error memory e, the previous decoded update, ḡ and the mirror decoder's values, plus
+  // the kept positions and values (tcs on a 4096x4096 f32 tensor: 16.0 B/element). The global
+  // mask is snapshot-wide: any tensor may keep all of its elements (kept_fraction 1).
+  double work_per_element(const TensorInfo&, double kept) const noexcept override { return 18 + 12 * kept; }
 
   std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const override {
     auto plan = std::make_shared<Plan>();

@@ -158,6 +158,14 @@ struct GlobalCut final : StageState {
 class Topk final : public ElementwiseSparsifier {
  public:
   Topk(KeepCount count, bool global, bool by_sign) : count_(count), global_(global), by_sign_(by_sign) {}
+  // k of the tensor's d (layer scope), or k of each sign (by_sign: up to 2k); the snapshot-wide
+  // cut may keep a whole tensor.
+  double kept_fraction(const TensorInfo& t) const noexcept override {
+    const uint64_t d = t.elements();
+    if (global_ || d == 0) return 1.0;
+    const double k = static_cast<double>(count_.of(d)) * (by_sign_ ? 2.0 : 1.0);
+    return std::min(1.0, k / static_cast<double>(d));
+  }
 
   // Three passes over the frame (one per radix digit), each loading one tensor at a time. The
   // last pass keeps, per tensor, the non-empty bins of its last-digit histogram (≤ 1024 each).

@@ -16,6 +16,9 @@ struct Previous final : StageState {
 class Delta final : public Transform {
  public:
   bool stateful() const noexcept override { return true; }
+  // The previous frame's f32 values, the f32 values, the codec's copy of them for after_encode()
+  // and the mirror decoder's reconstruction.
+  double work_per_element(const TensorInfo&, double) const noexcept override { return 18; }
 
   void encode(Payload& p, const StageContext& ctx) override {
     std::vector<float>& g = p.dense_f32();

@@ -21,6 +21,9 @@ class Ef final : public Transform {
  public:
   Ef(double beta, double gamma) : beta_(beta), gamma_(gamma) {}
   bool stateful() const noexcept override { return true; }
+  // The f64 memory m, the f32 values, the codec's copy of them for after_encode() and the
+  // mirror decoder's reconstruction (ef-signsgd on a 4096x4096 f32 tensor: 20.1 B/element).
+  double work_per_element(const TensorInfo&, double) const noexcept override { return 22; }
 
   void encode(Payload& p, const StageContext& ctx) override {
     std::vector<float>& g = p.dense_f32();

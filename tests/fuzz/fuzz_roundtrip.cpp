@@ -1,6 +1,7 @@
 // Round trip through a random pipeline: byte 0 picks a preset, bytes 1-2 the seed and the shape,
-// the rest are the tensor's f32 values (any bit patterns). Encoding may refuse (Error); what it
-// encodes must decode to the same shape, and lossless presets must give back every bit.
+// the rest are the tensor's f32 values (any bit patterns). Encoding may refuse (Error, or the
+// overflow/non-finite outcome the codec turns into a refusal or a raw record); what it encodes
+// must decode to the same shape, and lossless presets must give back every bit.
 #include "fuzz_target.hpp"
 
 #include <gradcodec/codec.hpp>
@@ -31,6 +32,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ctx.seed = seed;
     ctx.info = &t.info;
     auto enc = stages.encode(t, ctx, enc_state);
+    // The documented refusal of a finite tensor a stage cannot represent (a value beyond
+    // float16's 65504, a norm beyond float32), or of NaN/Inf a stage counted while reading: no
+    // streams are made, and the codec refuses the tensor or stores it raw (--nonfinite).
+    if (!enc.overflow.empty() || enc.nonfinite) return 0;
     const PipelineStages& ds = enc.variant >= 0 ? stages.variant(enc.variant) : stages;
     Tensor back = ds.decode(t.info, std::move(enc.streams), true, ctx, dec_state);
     if (back.info.shape != t.info.shape || back.data.size() != t.data.size())

@@ -93,6 +93,17 @@ def main():
     for k in range(len(presets)):
         vals = rng.standard_normal(48).astype(np.float32).tobytes()
         put("roundtrip", f"preset{k:02d}.bin", bytes([k, k * 7 % 256, k % 8]) + vals)
+    # fp16 (preset 1) of a finite value beyond 65504: the encoder's documented refusal (the
+    # target aborted on it after ~86 runs before it took the refusal as an outcome)
+    fp16 = [p["name"] for p in presets].index("fp16")
+    put("roundtrip", "fp16_overflow.bin", bytes([fp16, 0, 1]) + np.array([1, 7e4, -2, 0.5], np.float32).tobytes())
+
+    # stages: [preset index, shape/seed, variant] — each decodes the preset's valid record of a
+    # small tensor; a few change a stream (u16 length, then bytes XORed in)
+    for k in range(len(presets)):
+        put("stages", f"preset{k:02d}.bin", bytes([k, k % 8, 0]))
+        put("stages", f"preset{k:02d}_cut.bin", bytes([k, (k + 3) % 8, 0x81, 5, 0, 1, 2, 3, 4, 5]))
+        put("stages", f"preset{k:02d}_flip.bin", bytes([k, (k + 5) % 8, 0, 0xFF, 0xFF, 0, 0, 0, 0x40]))
 
     # container: the worked example, the must-fail fixtures, and small containers of every preset
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,6 +115,24 @@ def main():
             out = os.path.join(tmp, p["name"] + ".gcz")
             subprocess.run([exe, "encode", g, g, "-o", out, "--preset", p["name"], "--quiet"], check=True)
             put("container", p["name"] + ".gcz", open(out, "rb").read())
+        # merge: [count - 2, method + 4 * seed], then u32-length-prefixed containers (the last
+        # without a length) made from one small snapshot with different seeds
+        m = os.path.join(tmp, "m.npz")
+        np.savez(m, **{"fc.weight": rng.standard_normal((3, 4)).astype(np.float32),
+                       "fc.bias": rng.standard_normal(3).astype(np.float32)})
+        for i, (preset, count, method) in enumerate([("signsgd", 2, 0), ("ssdm", 3, 1), ("ef-signsgd", 4, 2),
+                                                     ("onebit", 2, 2), ("lossless", 2, 3), ("topk-1pct", 3, 3),
+                                                     ("powersgd-r1", 2, 3), ("qsgd4", 4, 0)]):
+            parts = []
+            for w in range(count):
+                out = os.path.join(tmp, f"w{w}.gcz")
+                subprocess.run([exe, "encode", m, m, "-o", out, "--preset", preset, "--seed", str(w), "--quiet", "-f"],
+                               check=True)
+                parts.append(open(out, "rb").read())
+            blob = bytes([count - 2, method + 4 * i])
+            for part in parts[:-1]:
+                blob += struct.pack("<I", len(part)) + part
+            put("merge", f"{i}_{preset}_{count}.bin", blob + parts[-1])
     corrupt = os.path.join(ROOT, "test_data", "corrupt")
     for f in sorted(os.listdir(corrupt)):
         if f.endswith(".gcz"):

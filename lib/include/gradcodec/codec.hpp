@@ -85,6 +85,13 @@ class PipelineStages {
   // lossless stage to undo reads the container's bytes in place (no copy of the record) or, when
   // it reads chunks (zstd), chunk by chunk as it decodes (ContainerReader::stream_chunks).
   Streams read_streams(const ContainerReader& reader, const RecordMeta& meta) const;
+  // Upper bound on the memory encoding tensor `t` takes (for a floating tensor: its bytes plus
+  // every stage's Stage::work_per_element, the lossless stages' output counted once at the size of
+  // the streams they code; at least twice its bytes, for the raw record a tensor may fall back
+  // to; for another dtype: its bytes and its pass-through record). EncodeOptions::memory_limit.
+  uint64_t work_bytes(const TensorInfo& t) const noexcept;
+  // The same per element of an f32 tensor of this shape (for `list presets` and the docs' table).
+  double work_per_element(const TensorInfo& t) const noexcept;
   // True when a stage reports figures from its streams (Stage::has_stats).
   bool has_stats() const noexcept { return has_stats_; }
   // The stages' figures for one record (inspect): undoes the lossless stages when
@@ -133,6 +140,11 @@ struct EncodeOptions {
   uint64_t seed = 0;
   uint32_t keyframe_interval = 0;  // 0: only frame 0 is a keyframe
   unsigned threads = 1;
+  // Largest working memory one tensor may take to encode (PipelineStages::work_bytes: its bytes
+  // and what the pipeline's stages hold for it), as DecodeOptions::memory_limit: a tensor over it
+  // is refused (Error Input naming it) before it is loaded, so a small input (a compressed NPZ
+  // member, a sparse file) cannot demand a huge allocation.
+  uint64_t memory_limit = uint64_t{8} << 30;
   // Called once per tensor, after its record is written, in record order and never two calls at
   // once (though perhaps on a worker thread): the CLI's progress bar. Must not throw.
   std::function<void(const TensorInfo&)> progress;

@@ -177,6 +177,12 @@ class Stage {
   // coding), appended to `out`; throws Corrupt on a malformed stream. Default: none.
   virtual bool has_stats() const noexcept { return false; }
   virtual void stream_stats(const Streams& in, StageStats& out) const { (void)in, (void)out; }
+  // Encode side: an upper bound on the working memory the stage holds for one tensor `t` — its
+  // outputs, its scratch buffers and its state of the tensor — in bytes per element of `t`, when
+  // the pipeline's reducer passes on the fraction `kept` of the values (1 when dense). The
+  // pipeline adds them up (PipelineStages::work_bytes) and `encode --memory-limit` refuses a
+  // tensor whose sum exceeds the limit before loading it. Default: by kind (stage.cpp).
+  virtual double work_per_element(const TensorInfo& t, double kept) const noexcept;
 };
 
 // dense → dense, before selection; may be stateful (ef, delta).
@@ -236,6 +242,18 @@ class Reducer : public Stage {
   // After index and values are decoded: produce the dense f32 values in p.values (n elements),
   // or leave p.exact_bytes scattered (the default scatter handles both).
   virtual void decode(Payload& p, const Streams& in, const StageContext& ctx) = 0;
+  // Upper bound on the fraction of t's elements whose values reach the quantizer (kept positions
+  // × block, or low-rank factors); 1 (the default) when it cannot be known before encoding.
+  virtual double kept_fraction(const TensorInfo& t) const noexcept {
+    (void)t;
+    return 1;
+  }
+  // Elements per kept position (block sparsifiers): the index coder codes kept_fraction / this
+  // many positions per element. Default 1.
+  virtual uint64_t kept_block(const TensorInfo& t) const noexcept {
+    (void)t;
+    return 1;
+  }
   // Whether an index coder must follow (false for implicit indices and low-rank factors).
   virtual bool needs_index_coder() const noexcept { return true; }
   // Whether the kept values are the input's own elements (selection) rather than computed ones.
