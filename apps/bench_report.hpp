@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reports of `gradcodec bench`: the terminal table (or Markdown) with the formula of every column,
 // and the same fields as JSON and CSV with stable names (docs/bench.md, schema version below).
 #pragma once

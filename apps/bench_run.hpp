@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The measurement behind `gradcodec bench`: run one pipeline over the loaded frames, time encode
 // and decode (median of repeats after a warm-up), check every decoded run, and collect the figures.
 #pragma once

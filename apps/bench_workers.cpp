@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "bench_workers.hpp"
 
 #include <gradcodec/merge.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec bench --workers: the multi-worker mode (issue 9, docs/merge.md). Each --workers value
 // is one training step's worker inputs — a glob ('run/step7/worker_*.npz', matches sorted) or a
 // manifest file (*.txt / *.list: one step per line, the workers' paths separated by spaces,

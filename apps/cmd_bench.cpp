@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec bench INPUT... (--preset NAME | --pipeline TEXT)... [--sweep STAGE.PARAM=a,b,c]
 //                 [--repeat N] [--min-time S] [--seeds N] [--per-tensor] [--json F] [--csv F]
 //                 [--markdown] [--threads N] [--force]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec decode IN.gcz -o OUT(.npz|.h5|.safetensors|.npy|DIR/) [--frame N] [--tensor NAME] [--threads N]
 // A container with several frames and no --frame decodes each frame to OUT with ".frameNNN"
 // before the extension (DIR/ gets DIR/frameNNN/).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec encode INPUT... -o OUT.gcz (--pipeline TEXT | --preset NAME) [--seed N] ...
 // Several INPUTs form a sequence (one frame each, in the order given).
 #include "commands.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec inspect IN.gcz [--json] [--tensors] [--no-decode]
 // Reads the header, footer and record metadata, verifies every stream's checksum, and decodes
 // every record (as `decode` would, nothing written) to count the values each one sends: the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec list stages|presets [--json]
 #include "commands.hpp"
 

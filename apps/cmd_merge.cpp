@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec merge A.gcz B.gcz ... -o OUT.gcz --method marsit|cascade|majority|mean [--seed N]
 //                 [--eta S] [--pipeline TEXT | --preset NAME] [--no-compensation] [--full-sync K]
 //                 [--threads N] [--force]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One function per subcommand (each in its own cmd_*.cpp): registers the subcommand's options on
 // `app` and, when it is the one chosen, sets `run` to the function that does the work.
 #pragma once

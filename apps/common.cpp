@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "common.hpp"
 #include "name_filter.hpp"
 #include "progress.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shared pieces of the gradcodec subcommands: error reporting, exit codes, input selection.
 #pragma once
 

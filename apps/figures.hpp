@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Figures shared by the reports of inspect and bench: a per-parameter figure is null (JSON) and
 // "-" (tables) when there are no parameters, rather than a number that means nothing.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — command-line entry point: dispatches to one subcommand per file and maps
 // gradcodec::Error codes to exit statuses (0 ok, 1 usage, 2 input, 3 corrupt container,
 // 4 internal, 5 round-trip mismatch). Every error is one line on stderr.

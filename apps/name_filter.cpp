@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // GCC 12 at -O1 with -fsanitize=address (the sanitizer build of scripts/test.sh) warns
 // -Wmaybe-uninitialized about 10 times inside libstdc++'s <regex> compiler: std::function
 // members of a temporary _State that libstdc++ moves from only when its opcode says they were

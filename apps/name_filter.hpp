@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tensor selection by name for --include / --exclude: ECMAScript regular expressions (std::regex),
 // kept in their own file, whose compiler warnings are handled there (name_filter.cpp).
 #pragma once

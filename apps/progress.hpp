@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The progress bar of long runs (DESIGN.md "Command line"): one line on stderr, redrawn in place,
 // shown only when stderr is a terminal and --quiet was not given.
 #pragma once

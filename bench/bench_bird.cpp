@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // bird+ encode cost against exact top-k at the same kept fraction (seed 000's central claim:
 // bi-random block sampling is O(d) and cheaper than top-k), on a VGG16-sized snapshot built
 // here: the 13 conv layers of VGG16 (CIFAR variant, 3×3 kernels), three 512-wide classifier

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Index coders: encode + decode of a uniformly random position set, per coder and density.
 // Name: BM_index/<coder>/<density in ppm>/<d>. Reported: bytes/s = 4·d per iteration (the f32
 // tensor the index belongs to, so numbers compare with the other stages' input MB/s),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Lossless stages on f32 gradient-like bytes: input bytes per second.
 #include <benchmark/benchmark.h>
 

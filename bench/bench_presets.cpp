@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Whole presets, encode and decode, through the library's real path: SequenceEncoder into a
 // container file and SequenceDecoder out of it (checksums, container, every stage) — what
 // `gradcodec encode`/`decode` do minus reading and writing the user's files. One f32 tensor of d

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Quantizer encode and decode speed on a dense f32 tensor of 1e6 values (and 1e3 for the smoke
 // run): input bytes (4 per value) per second, and the coded size in bits per value
 // (`bits/value` = all of the quantizer's streams, scales included).

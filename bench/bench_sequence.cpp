@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Sequence codecs, one frame of one tensor as the codec runs it (encode, the mirror decode that
 // updates the shared state, the encoder's error-memory update): tcs at d = 1e3 .. 1e7 (time per
 // element flat = linear time; the frame is not a keyframe, so the global mask is rebuilt from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A preset's encode of a whole snapshot set against a read pass over the same tensors, in the
 // same process and the same memory, the two alternated within each iteration: the like-for-like
 // form of the issue 10 ratios (bird+ against the read pass; 2 threads against 1).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Sparsifier selection speed at d = 1e4 .. 1e7 (×10 steps): input bytes per second and time per
 // element (`per_elem`, the inverse rate). Time per element staying flat across d is the linear-time
 // check of topk's radix select (ALGORITHMS.md: selection in O(d), never a full sort); the

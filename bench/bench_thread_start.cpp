@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What it costs to get another thread working, in the same process, alternated within each
 // iteration.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What a second thread can add on this machine, whatever the code: three loops that touch no
 // memory, each run on one thread and then on two threads at once (each thread doing the same
 // amount of work as the one), the two alternated within each iteration.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """How the snapshot writers scale with the number of tensors: decodes a container of N tiny
 tensors (4 float32 values each) to every output format, for N = 10,000 and 100,000, and reports
 the time per tensor. A writer is linear when its time per tensor stays the same from 10k to 100k.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The read pass the benchmarks set encoders against: a sum of |x| over d floats, one pass, eight
 // independent accumulators (the compiler vectorises it). Nothing that reads every input value
 // once can be faster on the same memory.

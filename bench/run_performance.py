@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Builds gradcodec in Release, runs the performance measurements and writes docs/performance.md.
 
     /usr/bin/python3 bench/run_performance.py [--build-dir build-release] [--no-build] [--quick]

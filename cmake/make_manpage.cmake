@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Renders gradcodec.1 (man page, roff) from the help text of the built executable, so the page
 # says what `gradcodec --help` and `gradcodec COMMAND --help` say. Run at build time:
 #   cmake -DEXE=path/to/gradcodec -DVERSION=x.y.z -DOUT=gradcodec.1 -P make_manpage.cmake

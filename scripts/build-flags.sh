@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The one configuration of build/ that scripts/demo.sh and scripts/test.sh share (sourced by
 # both): the same directory and flags, so that a demo then a test run builds gradcodec once (a
 # change of flags, such as -Werror, would recompile every file).

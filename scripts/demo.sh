@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The demo: builds gradcodec (release) and compares the presets on the bundled real gradients.
 # It configures build/ exactly as scripts/test.sh does (scripts/build-flags.sh), so a test run
 # after the demo reuses what the demo built.

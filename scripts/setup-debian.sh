@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what gradcodec needs to build, test and benchmark on Debian 12 (bookworm).
 # Skips apt entirely when everything is already installed.
 set -euo pipefail

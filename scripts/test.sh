@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The whole test suite, from a clean clone on Debian 12: installs dependencies, builds once
 # (warnings are errors), runs every test in parallel, then builds and runs the suite again under
 # AddressSanitizer + UndefinedBehaviorSanitizer in a second build directory.

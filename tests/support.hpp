@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Test helpers shared by the unit tests: tensors from values, in-memory pipeline round trips.
 #pragma once
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes a VGG16-for-CIFAR-sized gradient snapshot (15.2M float32 parameters) as safetensors.
 
 Layer shapes are VGG16's (13 3x3 convs, three linear layers, biases) in PyTorch's storage order;

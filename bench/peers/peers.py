@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Peer comparison: gradcodec against straightforward NumPy / PyTorch / zstd implementations of
 the same pipelines, on the same snapshot, in one process tree, one core (issue 10, item 2).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // HDF5 attributes: read into the JSON layout of hdf5_attrs.hpp and written back from it.
 #include "hdf5_attrs.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Internal to gradcodec::formats: HDF5 attributes of groups and datasets, carried as JSON from an
 // HDF5 input (read_attributes, used by hdf5_read.cpp) to an HDF5 output (write_attributes, used
 // by hdf5_write.cpp). The JSON layout is documented in docs/formats.md ("HDF5 attributes"):

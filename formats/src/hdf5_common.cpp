@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The common layer of the HDF5 reader and writer: the module lock, the walk of HDF5's error stack
 // behind with_detail(), the handle makers and the small shared helpers (see hdf5_common.hpp for the
 // threading and error rules).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Internal to gradcodec::formats (not installed): the common layer of the HDF5 reader
 // (hdf5_read.cpp), writer (hdf5_write.cpp) and type mapping (hdf5_types.hpp): the process-wide
 // lock, HDF5's error stack turned into messages, RAII handles and small shared helpers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // HDF5 reader (HDF5 C API, 1.10.x; 1.12+ handled where the object-visit API differs): open_hdf5
 // lists and inspects every dataset before anything is allocated; Hdf5Reader reads one on demand.
 // The lock, errors and handles are in hdf5_common.hpp, the datatype mapping in hdf5_types.hpp.

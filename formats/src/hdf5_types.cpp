@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The HDF5 datatype mapping (see hdf5_types.hpp): the float layouts, the types the writer builds,
 // describe() (what an HDF5 type is for numpy, and the packed little-endian memory type it is read
 // into), the validation of every type a file declares and plan_read().

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Internal to gradcodec::formats: the HDF5 datatype mapping, HDF5 types <-> gradcodec dtypes and
 // numpy descrs. The writer (hdf5_write.cpp) builds file types with make_float, std_integer,
 // make_bool and make_complex; the reader (hdf5_read.cpp) decides how to read a dataset with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // HDF5 writer: create_hdf5 and Hdf5Writer, and DescrParser, which turns a non-float tensor's numpy
 // descr into the HDF5 type its dataset stores. The lock, errors and handles are in
 // hdf5_common.hpp, the float/bool/complex/integer types in hdf5_types.hpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // NPY: header parsing and formatting shared with NPZ and the directory format, plus the single-file
 // .npy reader and writer. What the header's text means (its literal parser, numpy descrs) is in
 // npy_header.hpp.

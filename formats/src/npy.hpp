@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Internal to gradcodec::formats: the NPY array format (numpy/lib/format.py), shared by the .npy
 // reader/writer, the directory-of-.npy reader/writer and the .npz reader/writer.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A directory of .npy files: one array per file, named by the file stem, in file-name order.
 #include "npy.hpp"
 #include "readers.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What an NPY header's text means (see npy_header.hpp): the Python-literal parser behind Parser
 // and the classification of numpy descrs behind classify().
 #include "npy_header.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Internal to gradcodec::formats: what the text of an NPY header means, for npy.cpp's header
 // parser and writer. Parser is a strict parser for the Python literals numpy writes in a header
 // (nothing is evaluated); classify() says what a numpy descr (a str such as "<f4" or a structured

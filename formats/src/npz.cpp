@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // NPZ: a zip archive of NAME.npy members, as np.savez (stored) and np.savez_compressed (deflated)
 // write it, read and written through libzip.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Internal to gradcodec::formats: one factory pair per format; snapshot.cpp dispatches to them.
 #pragma once
 

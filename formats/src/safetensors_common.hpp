@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the safetensors reader and writer share: the dtype table and small helpers.
 #pragma once
 

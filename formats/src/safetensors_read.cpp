@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // safetensors reader (https://github.com/huggingface/safetensors, format README).
 //
 // File layout: u64 little-endian N, N bytes of UTF-8 JSON header (may end in spaces), then the

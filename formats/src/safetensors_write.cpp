@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // safetensors writer (https://github.com/huggingface/safetensors, format README; the layout is
 // described in safetensors_read.cpp).
 //

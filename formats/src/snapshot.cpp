@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Format dispatch: by extension, by directory, or by magic bytes.
 #include "npy.hpp"
 #include "readers.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Text checks the format readers and writers share.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "zip_write.hpp"
 
 #include "text.hpp"

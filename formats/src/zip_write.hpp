@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A zip archive of stored (uncompressed) members written front to back, as np.savez writes one:
 // each member's local header carries its CRC-32 and sizes, which the caller knows before the data,
 // and a ZIP64 extra field (numpy's force_zip64), so no byte is written twice and nothing is seeked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "aggregate/cascade.hpp"
 
 #include <cmath>

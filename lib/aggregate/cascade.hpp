@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // cascade — cascading compression over a ring (Marsit, seed 003 §3.2 and appendix A, s₃):
 // hop 1 sends Q(g₁); worker m decodes what it received, adds its own gradient and sends
 // Q(decoded + g_m); the last worker's Q(...) divided by M is the aggregate.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "aggregate/majority.hpp"
 
 #include "aggregate/signs.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // majority — signSGD with majority vote (Bernstein et al. 2018; the baseline of Marsit, seed 003).
 //
 // Final bit = 1 when at least half of the M workers have bit 1 (2·#ones ≥ M): a tie, possible

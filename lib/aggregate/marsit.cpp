@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "aggregate/marsit.hpp"
 
 #include "aggregate/signs.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // marsit — Marsit's one-bit sign aggregation over a ring (seed 003 §4.1.1, eq. (2)). One frame;
 // over a sequence of frames with Marsit's global compensation see MarsitSequence (merge.hpp).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "aggregate/mean.hpp"
 
 namespace gradcodec::aggregate {

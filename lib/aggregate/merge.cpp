@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The merge front end (gradcodec/merge.hpp): method names, the dispatch to one file per method,
 // the applicability checks, and the frame-by-frame merge of containers.
 #include <gradcodec/codec.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shared helpers of the sign-based merge methods (marsit, majority): a worker's sign bits and
 // scale, and the ±η output. Private to lib/aggregate.
 #pragma once

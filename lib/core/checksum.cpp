@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "core/checksum.hpp"
 
 #include "core/checksum_avx2.hpp"

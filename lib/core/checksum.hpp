@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // XXH3-64 over byte ranges (the container's section and stream checksums).
 #pragma once
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // XXH3-64 compiled for AVX2 (checksum_avx2.cpp is built with -mavx2): call only where the CPU
 // has it (checksum.cpp decides).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Running a pipeline over one tensor: PipelineStages (see codec.hpp). The sequence encoder and
 // decoder that drive it over frames are in sequence_encoder.cpp and sequence_decoder.cpp.
 #include <gradcodec/codec.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The .gcz container v1: writer and reader. Byte layout: docs/format.md.
 #include <gradcodec/container.hpp>
 #include <gradcodec/container_error.hpp>

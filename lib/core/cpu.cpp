@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "core/cpu.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the CPU running us can execute, for the kernels that have a vector path next to their
 // portable one. Each answer is found once (CPUID) and kept. The vector paths give the same
 // bits as the portable ones; the tests compare the two wherever both exist.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <gradcodec/error.hpp>
 #include <gradcodec/file_io.hpp>
 #include <gradcodec/input_changes.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <gradcodec/half.hpp>
 
 #include "core/cpu.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The process's helper threads: created on first use and kept, so a call that works on several
 // threads does not pay for creating them each time. On the 2-vCPU VM of docs/performance.md a
 // new thread started working 0.3–0.9 ms after it was created, and a thread asleep on a

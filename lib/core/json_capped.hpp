@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // JSON read from a file (a container's header and pipeline variants, a safetensors header) is
 // parsed here and only here, with its nesting capped before any value is built.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "core/mapped_inputs.hpp"
 
 #include <gradcodec/input_changes.hpp>

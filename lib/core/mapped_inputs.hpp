@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Internal: the list of input mappings that recover_input_fault() searches
 // (<gradcodec/input_changes.hpp>). InputFile lists its mapping after mmap and unlists it before
 // munmap.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <gradcodec/metrics.hpp>
 #include <gradcodec/stage.hpp>
 

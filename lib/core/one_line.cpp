@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // one_line (see one_line.hpp): the one sanitiser of every message gradcodec prints, whatever wrote
 // its text (gradcodec, libhdf5, libzip, nlohmann::json, the C library's strerror).
 #include <gradcodec/one_line.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Work on a pool of threads, results taken in order: the encoder's and the decoder's way of
 // using several cores without letting the thread count change what is written or which error
 // is reported, and without letting memory grow with the number of tensors.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <gradcodec/registry.hpp>
 
 namespace gradcodec {

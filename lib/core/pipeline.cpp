@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Pipeline grammar, canonical forms and typed-chain validation (see pipeline.hpp).
 #include <gradcodec/pipeline.hpp>
 

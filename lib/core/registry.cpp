@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The one explicit registration table (STYLE.md habit 3). Adding a stage = one file pair under its
 // kind's folder + one row here + its tests + its section in docs/stages.md.
 #include <gradcodec/registry.hpp>

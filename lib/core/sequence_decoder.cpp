@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // SequenceDecoder (see codec.hpp): container records back into tensors, following each tensor's
 // chain of frames for stateful pipelines.
 #include <gradcodec/codec.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // SequenceEncoder (see codec.hpp): frames of tensors into container records, on a pool of
 // worker threads that keeps the bytes the same for any thread count and memory bounded.
 #include <gradcodec/bytes.hpp>

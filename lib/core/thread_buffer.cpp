@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "core/thread_buffer.hpp"
 
 #include "core/pages.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Working buffers kept per thread between tensors. A decode reads each tensor through a few
 // buffers of up to 1 MiB (a chunk of the container file, a run of shuffle's planes); fresh ones
 // would cost their pages' first touch for every tensor (on the VMs measured here ~11 µs per

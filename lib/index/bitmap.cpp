@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "index/bitmap.hpp"
 
 #include "index/gaps.hpp"

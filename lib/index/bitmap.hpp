@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // bitmap — one bit per position of the universe: bit i is 1 iff position i is kept (the mask the
 // sparsifier selected; the uncompressed baseline of seed 004 §2.3, "bit compression").
 //

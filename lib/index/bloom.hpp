@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // bloom(fpr, policy, fp_aware) — DeepReduce's Bloom-filter index coder (Kostopoulou's thesis,
 // seed 004 §3; ALGORITHMS.md "bloom").
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "index/elias.hpp"
 
 #include "index/gaps.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // elias(kind=gamma|delta) — Elias universal codes (Elias 1975) of v = gap + 1 ≥ 1, the gaps being
 // the zero runs before each kept position. Cost does not depend on the universe, only on the gaps.
 //   gamma(v): N − 1 zeros, then v in N bits (its leading 1 ends the zeros), N = ⌊log2 v⌋ + 1:

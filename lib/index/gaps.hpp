@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shared helpers of the index coders (lib/index/*): the count header, zero-run gaps, the checks
 // of encoder input, and bounded decoding of gaps back into positions.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // golomb — Golomb–Rice code of the gaps with the parameter of Sparse Binary Compression (Sattler
 // et al. 2019, §III-C "Golomb encoding of the positions"; cited by seed 000 [10], [29]):
 //   b* = 1 + ⌊log2( ln(φ − 1) / ln(1 − p) )⌋,  p = k/d,  φ = (1 + √5)/2 (the golden ratio),

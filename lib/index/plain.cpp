@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "index/plain.hpp"
 
 #include "index/gaps.hpp"

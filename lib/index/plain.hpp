@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // plain — fixed-width positions: u32 when the universe d < 2^32, u64 when d ≥ 2^32 (the width is
 // a function of d, which the decoder knows). The baseline of seed 002 eq. (10): every kept
 // position costs a fixed log2 d-ish word.

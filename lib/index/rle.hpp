@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rle — run-length code of the bitmap counting only the zeros (seed 004 §2.3.1, DeepReduce's RLE
 // baseline, Figure 1): each kept position is coded as the run of zeros before it (its gap), in
 // fixed-width w-bit codes. A run longer than the largest code is split with an escape: the code

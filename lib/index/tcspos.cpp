@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "index/tcspos.hpp"
 
 #include "index/gaps.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tcspos — the TCS block position code (seed 002 §II-E, Algorithm 4 and eq. (18)). The universe
 // of d positions is cut into blocks of B = 2^L positions, L = ⌈log2(1/φ)⌉ with φ = k/d the kept
 // fraction (computed exactly in integers: L = ⌈log2 ⌈d/k⌉⌉, capped at 63). The blocks are visited

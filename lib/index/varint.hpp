@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // varint — gaps between ascending positions as LEB128 bytes (the pipeline's implied index coder:
 // PipelineBuilder inserts `varint` after a sparsifier that has no index coder).
 //

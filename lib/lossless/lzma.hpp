@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // lzma(preset) — LZMA2 (liblzma) on a stream; BIRD codes its block indices this way.
 // Wire: u8 preset, LEB128 uncompressed size, raw LZMA2 data (no .xz container: 60 bytes saved
 // per stream; integrity comes from the container's per-stream XXH3).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "lossless/shuffle.hpp"
 
 #include "core/pages.hpp"

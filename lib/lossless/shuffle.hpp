@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // shuffle — byte shuffle (as in Blosc/HDF5): byte j of every element, then byte j+1, ...
 // so exponent bytes of floats sit together for the next lossless stage.
 // Wire: u8 width, then the shuffled bytes (a tail shorter than one element is copied as is).

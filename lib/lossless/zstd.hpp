@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // zstd(level) — Zstandard on a stream (RFC 8878). Wire: one zstd frame with its content size.
 #pragma once
 #include <gradcodec/registry.hpp>

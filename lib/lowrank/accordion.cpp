@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "lowrank/accordion.hpp"
 
 #include <gradcodec/pipeline.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // accordion(mild, aggressive, eta, interval) — Accordion, adaptive switching between a mild and
 // an aggressive compressor on the rate of change of the gradient norm (Agarwal et al. 2021,
 // "Adaptive Gradient Communication via Critical Learning Regime Identification"; survey seed

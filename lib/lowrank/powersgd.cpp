@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "lowrank/powersgd.hpp"
 
 #include <gradcodec/half.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // powersgd(rank, iters, ef) — PowerSGD rank-r compression (Vogels, Karimireddy & Jaggi 2019,
 // "PowerSGD: Practical Low-Rank Gradient Compression", Alg. 1 and Alg. 2; survey seed 001 §3;
 // ALGORITHMS.md "powersgd"; PyTorch's ddp_comm_hooks/powerSGD_hook.py conventions). Stateful.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "quantize/codes.hpp"
 
 #include "core/pages.hpp"

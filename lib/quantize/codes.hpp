@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Helpers shared by the quantizers (qsgd, terngrad, sign, onebit, ssdm, sbc, intN, fractional):
 // the values a quantizer codes, MSB-first bit packing of codes, bucket arithmetic, and checks of
 // untrusted stream sizes. Nothing here prints or exits; every failure is an Error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // curvefit(basis, degree, segments) — DeepReduce's curve-fit value coder (Kostopoulou's thesis,
 // seed 004 §4; ALGORITHMS.md "curvefit").
 //

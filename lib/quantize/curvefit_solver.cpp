@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "quantize/curvefit_solver.hpp"
 
 #include <Eigen/Dense>

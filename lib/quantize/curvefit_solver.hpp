@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The fitting behind curvefit (DeepReduce thesis, seed 004 §4): least-squares fits of a sorted
 // magnitude curve y_0 ≥ y_1 ≥ … against the rank, in fp64, with Eigen.
 //

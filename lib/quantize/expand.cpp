@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "quantize/expand.hpp"
 
 #include "core/cpu.hpp"

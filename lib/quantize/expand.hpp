@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The hot loops of decoding fixed-width quantizer codes into floats (qsgd's table path):
 // - 2- and 4-bit codes through a table of 2^w floats; code i of a packed stream sits MSB-first
 //   (as codes::BitPacker writes it): the high bits of byte i·w/8 come first;

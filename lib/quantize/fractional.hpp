@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // fractional(P) — fractional quantization of TCS (Ozfatura et al., seed 002 §II-F, eqs. 20–24;
 // ALGORITHMS.md "fractional").
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // intN(bits) — uniform min/max quantization with deterministic rounding, for reference
 // (ALGORITHMS.md "intN").
 //

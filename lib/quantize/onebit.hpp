@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // onebit(per=column|tensor) — 1-bit SGD quantization (Seide et al., Interspeech 2014; seed 001
 // §2.3; ALGORITHMS.md "onebit"). Meant to follow `ef` (the preset `onebit` = "ef | onebit").
 //

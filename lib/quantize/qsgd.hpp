@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // qsgd(levels=s, bucket=512, coding=fixed|elias) — QSGD stochastic quantization (Alistarh et al.,
 // NeurIPS 2017; seed 001 §2.2; ALGORITHMS.md "qsgd").
 //

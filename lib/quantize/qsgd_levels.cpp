@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "quantize/qsgd_levels.hpp"
 
 #include "quantize/codes.hpp"

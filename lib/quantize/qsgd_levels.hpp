@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The hot loop of qsgd's encode: the stochastic level and the code of each value of a run.
 // A portable loop and an AVX-512 one (eight values per step in double lanes, the counter-based
 // generator's mix in 64-bit lanes) chosen at run time where the CPU has it; both give the same

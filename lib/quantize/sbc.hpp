@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // sbc — Sparse Binary Compression's value coding (Sattler et al., IJCNN 2019, Algorithm 1; seed
 // 000 §II "Hybrid approaches"). Meant to follow topk's by-sign selection and precede golomb: the
 // preset `sbc` = "topk(ratio=0.01, by_sign=true) | sbc | golomb". topk(by_sign=true) hands over

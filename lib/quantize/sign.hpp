@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // sign(scale=mean|l1|none) — scaled sign quantization (ALGORITHMS.md "sign"): signSGD (Bernstein
 // et al. 2018) with scale=none, EF-signSGD (Karimireddy et al. 2019, ‖g‖₁/d) with scale=l1, and the
 // sign value coding of BIRD/BIRD+ (seed 000 §IV: one scaler per layer) with scale=mean.

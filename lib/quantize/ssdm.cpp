@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "quantize/ssdm.hpp"
 
 #include "quantize/codes.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ssdm — stochastic sign (Safaryan & Richtárik, ICML 2021 "Stochastic Sign Descent Methods";
 // as used by Marsit, seed 003 §III and appendix A; ALGORITHMS.md "ssdm").
 //

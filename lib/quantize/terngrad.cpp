@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "quantize/terngrad.hpp"
 
 #include "quantize/codes.hpp"

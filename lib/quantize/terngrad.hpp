@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // terngrad(clip=2.5) — ternary gradients (Wen et al., NeurIPS 2017 "TernGrad" §3, clipping
 // §3.3; GRACE's TernGradCompressor, Xu et al. 2021, clamps the same way).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "sparsify/bird.hpp"
 
 #include "core/helper_threads.hpp"

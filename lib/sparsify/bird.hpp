@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // bird / bird+ — tensor-wise bi-random sampling with index sharing (seed 000, BIRD+: journal
 // version of BIRD; ALGORITHMS.md "bird"). The split is bird_split.hpp, the sampling
 // bird_sample.hpp; this file is the stage: the frame pre-pass for the 1-D attach rule, the

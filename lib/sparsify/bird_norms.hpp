@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The per-block norms BIRD samples by (seed 000 §III-C; ALGORITHMS.md "bird" step 3): for a
 // tensor split into blocks of m contiguous elements, L_i = ‖t_i‖₁ and I_i = ‖t_i‖∞ of each block,
 // in one pass over the tensor. The norms decide which blocks are sent, so they are the same bits

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "sparsify/bird_sample.hpp"
 
 #include "sparsify/bird_stage1.hpp"

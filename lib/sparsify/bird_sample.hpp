@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // BIRD's tensor-wise bi-random sampling over the blocks of one tensor (seed 000 §III-C,
 // Algorithm 1; ALGORITHMS.md "bird" steps 3–5). No I/O, no wire: the stage (bird.hpp) turns a
 // selection into streams.

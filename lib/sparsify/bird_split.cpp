@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "sparsify/bird_split.hpp"
 
 #include <string_view>

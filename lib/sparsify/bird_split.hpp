@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // BIRD's layer splitting and 1-D attach rule (seed 000 §III-B "Layer Splitting"; ALGORITHMS.md
 // "bird" steps 1–2). Pure functions of shapes and names: the encoder and the decoder derive the
 // same split from the tensor's shape, and the attach rule needs only the frame's tensor infos.

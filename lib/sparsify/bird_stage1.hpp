@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // BIRD stage 1's keep decisions, the hot loop of bird/bird+ encoding: block i of a tensor is kept
 // iff L_i ≥ max L (the maximum always passes) or u_i < L_i / max L, u_i the 53-bit uniform of
 // output i of the Stage1 stream. A portable loop, and an AVX-512 one (eight blocks at a time,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the sparsifiers that keep single elements of the whole tensor (topk, threshold, dgc)
 // share: the payload they hand the index coder, and their decode (the kept values scattered
 // into a dense tensor of zeros). Block and per-row sparsifiers (randk, bird, tcs) differ.

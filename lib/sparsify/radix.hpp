@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The radix select shared by topk and tcs: 31-bit ranking keys taken three digits at a time,
 // most significant first (11, 10, 10 bits), and the histogram walk that finds the r-th largest.
 #pragma once

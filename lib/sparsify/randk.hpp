@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // randk — keep k positions drawn uniformly without replacement (ALGORITHMS.md "randk";
 // Stich, Cordonnier & Jaggi 2018 "Sparsified SGD with Memory" §2 (rand-k); TCS, seed 002 §I-C:
 // with a shared seed the decoder regenerates the mask, so positions cost nothing).

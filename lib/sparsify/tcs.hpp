@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tcs — Time-Correlated Sparsification (Ozfatura, Ozfatura & Gündüz, seed 002 §II-A..C,
 // Algorithm 2; ALGORITHMS.md "tcs"). Stateful.
 //

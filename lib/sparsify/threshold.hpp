@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // threshold — keep every element with |g_i| ≥ tau (ALGORITHMS.md "threshold": the rule as
 // written there; cf. the fixed-threshold updates of Strom 2015, "Scalable distributed DNN
 // training using commodity GPU cloud computing" (Interspeech), whose residual `ef` supplies).

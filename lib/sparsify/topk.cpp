@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "sparsify/topk.hpp"
 #include "sparsify/elementwise.hpp"
 #include "sparsify/radix.hpp"

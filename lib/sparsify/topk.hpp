@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // topk — keep the k largest |g_i| of each tensor, or of the whole snapshot with scope=global
 // (Aji & Heafield 2017 "Sparse Communication for Distributed Gradient
 // Descent" §2; Stich, Cordonnier & Jaggi 2018 "Sparsified SGD with Memory" §2).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transform/delta.hpp"
 
 #include <gradcodec/half.hpp>

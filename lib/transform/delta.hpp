@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // delta — code the difference to the previous frame's decoded tensor (ALGORITHMS.md "delta";
 // prediction from the previous frame, exploiting the time correlation of successive updates that
 // TCS builds on, seed 002 §I-E and §II-A).

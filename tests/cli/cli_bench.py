@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """gradcodec bench end to end: JSON/CSV fields, reported sizes equal the real container, sweeps,
 refusals, report paths (--force, checked before the run, a report on stdout alone there), and the
 no-INPUT demo on the bundled snapshots."""

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """gradcodec bench figures a reader can trust: the bias over seeds has the seeds' noise removed and
 comes with its standard error (an unbiased stage reads 'bias ~0' at small N, a biased one reads
 its bias), the speeds are medians with the run count and a mark for rows whose runs spread more

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Help and conventions: option help names values by one word (no CLI11 'TEXT:TEXT' / 'UINT:UINT'),
 the sources of stages and presets name their papers by authors and year, and `inspect --json`
 gives each tensor's dtype as numpy spells it (dtype.name and dtype.str)."""

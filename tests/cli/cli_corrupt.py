@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Every truncation of a small container, and a single-bit flip in every byte of it (the bit
 rotating with the position), make `gradcodec decode` exit 3 with one error line — never a crash,
 a hang or an output file."""

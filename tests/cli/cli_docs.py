@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Every registered stage has its section in docs/stages.md, every doc link points inside the
 repository, every preset appears in the README or docs, and docs/stages.md is what
 docs/make_stages.sh assembles from docs/stages.d/."""

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """`encode --memory-limit` (issue 36, item 7): a tensor whose encoding would take more memory
 than the limit — its bytes plus the working memory the pipeline's stages declare for it
 (PipelineStages::work_bytes) — is refused before it is read, with exit 2 and one line naming the

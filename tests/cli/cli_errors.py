@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """CLI end to end: exit codes (0 ok, 1 usage, 2 input, 3 corrupt container) and one-line errors;
 nothing is lost: no partial outputs, no overwrite without --force, no binary to a terminal."""
 import json

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """CLI end to end, edge cases of the input and output formats: an HDF5 input that changes while
 it is encoded fails naming the dataset (never silent fill values), an HDF5 null dataspace
 (h5py.Empty) is skipped with a warning, and the safetensors writer's header for many tensors."""

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Golden containers (test_data/golden, written by tests/fixtures/make_golden.py): every preset
 has one, and every one still decodes to exactly the tensors recorded when it was made, on one
 decode thread and on three. Also:

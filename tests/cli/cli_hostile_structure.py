@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Crafted inputs whose checksums are valid but whose structure is hostile: JSON nested 100,000
 levels deep (container header, pipeline variant, safetensors header), header values of the wrong
 type or out of range, and stage streams a stage decoder refuses. Each must end in one error line

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """CLI end to end: inputs that misbehave while they are read — special files given by name
 (FIFOs, devices), unbounded standard input, files that shrink during the read — and
 interruptions of a decode to a directory. Each ends in one error line and the documented exit

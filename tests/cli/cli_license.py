@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The licence: LICENSE is the BSD 3-Clause text, the README states it, and every source file
 (C++, Python, shell, CMake) carries the one-line SPDX identifier near its top."""
 import os

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Marsit's global compensation over a sequence (Marsit, seed 003, Algorithm 1 lines 1, 9-13;
 docs/merge.md): on real per-worker gradients over 8 frames, the accumulated error
 ||sum_t mean_t - sum_t merged_t|| / ||sum_t mean_t|| is lower with compensation than without, in

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Peak memory of `encode` on a snapshot much larger than its largest tensor (issue 10, item 5):
 the resident set must stay within 3x the largest tensor + 64 MB whatever the snapshot's size,
 with 1 and 2 threads, for a sparsifier, a quantizer and the lossless preset. The input is a

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """gradcodec merge and bench --workers end to end (issue 9, docs/merge.md): merging the bundled
 workers' sign containers gives a container plain decode reads; every refusal is one error line
 with the right exit code and leaves no output file; the multi-worker bench reports marsit's sign

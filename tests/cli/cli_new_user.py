@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """What a new user trips over: HDF5 attributes kept through encode/decode, containers that do not
 record the user's directories (--record-paths), and messages that say what happened (a snapshot
 given where a container is expected, an output name promising another format, positional stage

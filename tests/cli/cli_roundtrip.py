@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """CLI end to end: encode real files written by numpy / h5py, decode them to every output format,
 and check with numpy / h5py / a strict safetensors reader that names, shapes, dtypes and every
 bit of the values come back (lossless preset)."""

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """scripts/demo.sh and scripts/test.sh talk and share their build: run on a copy of scripts/ with
 stand-ins for cmake, ctest and dpkg-query on PATH (nothing is built), they must show the build's
 progress, configure build/ with the same flags (a demo then a test run builds once), and treat

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Stateful sequence codecs through the CLI: `decode --frame N --verbose` of a tcs / powersgd
 container reads the frames from the last keyframe and decodes what the full decode gives;
 keyframes (--keyframe-interval) show in inspect; `inspect` shows accordion's choice per tensor

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Tiny harness for the CLI end-to-end tests: run gradcodec, check exit codes and one-line errors.
 
 Each test script defines functions named test_*; run_all() calls them, prints

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // BitWriter / BitReader (the index coders' bit I/O): bytes equal a bit-by-bit reference for any
 // mix of widths 0..64, every read returns what was written, unary codes, and bounds.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // xxh3(): the container's checksum is XXH3-64 whatever code computes it.
 #include <catch2/catch.hpp>
 

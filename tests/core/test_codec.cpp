@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The codec: lossless is bit-exact for every dtype including NaN/Inf bit patterns; raw fallback
 // never grows a tensor; 0-d and empty tensors; big-endian flags survive.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The .gcz container: what is written is read back; every truncation and every single-bit flip
 // of a small container is refused as corrupt (never a crash); one record decodes alone.
 #include <catch2/catch.hpp>

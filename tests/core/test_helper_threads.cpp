@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // run_with_helpers (lib/core/helper_threads.*): the body runs on the asked number of threads at
 // once, the helpers are the same threads from one call to the next, nested and concurrent
 // calls each get their threads, and errors come back after every body has returned.

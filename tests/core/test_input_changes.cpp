@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // An input file truncated while it is read (<gradcodec/input_changes.hpp>): a fault on its
 // mapping is recovered from by recover_input_fault() — the read completes, with zeros past the
 // new end — and recorded, so that the next check throws the error naming the file with the code

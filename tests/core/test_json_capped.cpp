@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // parse_json_capped / DepthCappedSax: JSON read from a file nests at most kMaxJsonDepth levels;
 // deeper text is refused before a value is built, whatever mixes of arrays and objects it nests.
 #include <catch2/catch.hpp>

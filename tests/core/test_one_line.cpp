@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // one_line: every message the CLI prints is one line of valid UTF-8 without control characters,
 // whatever bytes a library's message (or a file it quotes) holds.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // populate_write(): maps exactly the whole pages inside the range, keeps what they hold, and
 // does nothing for small ranges; prepare_written(): maps the edges a huge-page advice leaves to
 // 4 KiB faults, and all of a small range (Linux; the advice is optional elsewhere).

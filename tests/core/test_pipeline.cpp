@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The pipeline grammar: canonical text and JSON, presets, and every class of refusal.
 #include <catch2/catch.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The progress callbacks the CLI's bar hangs on: EncodeOptions::progress is called once per
 // tensor in record order, never twice at once, and changes no byte of the container;
 // MergeOptions::progress never decreases and ends at its total, the same for every thread count.

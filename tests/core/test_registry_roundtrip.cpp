@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Generated over the registry: every stage's example pipeline round-trips tensors of every dtype
 // and several shapes, restoring dtype and shape; stages of the lossless kind and `raw` are
 // bit-exact; every other stage stays within a loose error bound (its own tests are precise).

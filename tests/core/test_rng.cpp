@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The generator's random-access outputs agree with its sequential ones (samplers keyed by
 // position rely on it: bird's stage decisions, vectorised or not).
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // scatter_to_dense (every sparsifier's decode): the dense tensor equals a reference built by
 // zero-filling and copying each block, for f32 values and exact bytes, blocks of 1 and 3, gaps at
 // the start, middle and end, no block and every block, in index order and in value order; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ThreadBuffer: a buffer given back is handed out again to the same thread (the point: its pages
 // stay mapped), best fit first; at most kKeptBuffers of at most kKeptBufferBytes are kept; one
 // thread's buffers never reach another. Each case runs in a thread of its own, so that buffers

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Uses the installed library: parse a preset, round-trip a tensor in memory, print the result.
 #include <gradcodec/codec.hpp>
 #include <gradcodec/formats/snapshot_io.hpp>

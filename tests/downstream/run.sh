@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs the build tree into a scratch prefix and builds + runs tests/downstream against it.
 set -euo pipefail
 build_dir=$1

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // HDF5 reader and writer: fixtures written by h5py (tests/fixtures/fixtures_hdf5.py, expectations
 // in <fixtures>/hdf5/expected.json) and files written by gradcodec checked by h5py
 // (tests/fixtures/hdf5_check_written.py).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // NPY and directory-of-NPY: reading files as numpy writes them (fixtures from
 // tests/fixtures/fixtures_npy.py, expected values in their manifest.json), refusing corrupt ones,
 // and writing files numpy loads back bit for bit (checked by tests/fixtures/npy_check.py).

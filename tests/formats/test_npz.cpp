@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // NPZ: archives as np.savez / np.savez_compressed write them (fixtures from
 // tests/fixtures/fixtures_npz.py), corrupt and lying archives, and archives numpy loads back.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // safetensors reader and writer. Fixtures come from tests/fixtures/fixtures_safetensors.py (hand
 // written per the specification, numpy data); written files are verified by the independent strict
 // checker tests/fixtures/safetensors_check.py.

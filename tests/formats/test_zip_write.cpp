@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ZipStoredWriter (formats/src/zip_write.*), the npz writer's zip layer: every header field as
 // the zip specification (APPNOTE 6.3) and numpy's writer lay them out, ZIP64 where a value needs
 // it — checked on archives of more than 4 GiB whose data bytes are counted, not stored — and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Container decode: any bytes as a .gcz — open, list, decode every tensor of every frame.
 #include "fuzz_target.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // merge of 2-4 containers: byte 0 gives their count (2 + byte 0 % 3), byte 1 the method (marsit,
 // cascade, majority, mean) and the seed; then each container but the last is a u32 length
 // (little-endian) and that many bytes, and the last one is the rest. The containers are opened

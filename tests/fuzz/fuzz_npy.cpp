@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // npy reader: any bytes as a .npy file — open, list, read every array.
 #include "fuzz_target.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // npz reader: any bytes as a .npz file — open, list, read every array.
 #include "fuzz_target.hpp"
 

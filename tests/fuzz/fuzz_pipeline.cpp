@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Pipeline text parser: any text either parses or is refused with Error(Usage); what parses has a
 // canonical text and JSON that parse back to themselves.
 #include "fuzz_target.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Round trip through a random pipeline: byte 0 picks a preset, bytes 1-2 the seed and the shape,
 // the rest are the tensor's f32 values (any bit patterns). Encoding may refuse (Error, or the
 // overflow/non-finite outcome the codec turns into a refusal or a raw record); what it encodes

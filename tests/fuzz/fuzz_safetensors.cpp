@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // safetensors reader: any bytes as a .safetensors file — open, list, read every array.
 #include "fuzz_target.hpp"
 

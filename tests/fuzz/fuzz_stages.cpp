@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Stage decoders on mutated streams: byte 0 picks a preset, byte 1 the shape of a small f32
 // tensor (and the seed), byte 2 the pipeline variant of a control stage (accordion). The tensor
 // (values from the seed) is encoded with the preset, which gives a valid record's streams; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One libFuzzer entry point per target file. Each target is built twice: as a libFuzzer binary
 // (clang, -DGRADCODEC_FUZZ=ON; see docs/robustness.md) and, in every build, as a replay program
 // that runs the committed corpus in tests/fuzz/corpus/<target>/ as an ordinary test.

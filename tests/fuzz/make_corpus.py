@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes the seed corpus of every fuzz target to tests/fuzz/corpus/<target>/ (committed; the
 fuzzers grow their own copies from it). Small valid inputs of every shape the readers know, plus
 the must-fail containers.

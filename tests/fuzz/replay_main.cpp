@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Runs a fuzz target over every file of the corpus folders given on the command line (no
 // libFuzzer needed). Exit 0 when every input was handled; a finding aborts.
 #include "fuzz_target.hpp"

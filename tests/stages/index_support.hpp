@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Helpers of the index-coder tests: build a coder straight from the registry (no pipeline, so no
 // sparsifier is needed), encode/decode a position set, the size each coder's formula predicts,
 // and position sets (uniform exact-k samples, Bernoulli masks) from the project's generator.

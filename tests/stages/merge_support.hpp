@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Helpers of the merge tests: worker containers written to a per-process temp directory.
 #pragma once
 

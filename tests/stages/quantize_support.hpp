@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Helpers for the quantizer tests: a quantizer built from pipeline text, and direct encode/decode
 // of hand-made payloads (dense tensors, or a sparsifier's kept values with their positions).
 #pragma once

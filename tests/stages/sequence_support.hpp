@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Helpers of the sequence-codec tests (tcs, powersgd, accordion): encode frames into a real
 // container (SequenceEncoder, frame pre-passes, mirror decoder, variants) and read it back.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // accordion: on synthetic sequences whose gradient norm drops (or rises) by more than eta, the
 // tensor switches to `mild` for the next interval and back to `aggressive` afterwards, per tensor
 // and per interval (interval = 1 and 2); the choice is recorded per tensor per frame as the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // bird / bird+ (seed 000; ALGORITHMS.md "bird"):
 //  - splitting shape by shape (4-D kernels, 2-D rows, other ranks by the last dimension, vectors,
 //    empty tensors) and the 1-D attach rule (sibling names and shapes, then end to end through

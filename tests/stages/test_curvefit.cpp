@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // curvefit (DeepReduce seed 004 §4): fp64 coefficients that reproduce the decoded values by the
 // documented wire format, positives and negatives fitted apart, the stored RMSE (reported by
 // bench and inspect), the value-order index stream counted honestly, fallbacks instead of

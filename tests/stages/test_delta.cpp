@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // delta: codes g_t − (decoded t−1); round-trips a sequence with errors that do not accumulate;
 // frame N decodes correctly through a real container (replaying from the last keyframe);
 // keyframes code the tensor itself; records stored raw keep the chain in step.

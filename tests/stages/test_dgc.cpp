@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dgc: on the bundled real gradients every tensor with d >= 1000 keeps between 0.8k and 1.3k
 // positions at ratio 0.01 and 0.001, and the kept set is always a top set; constant, all-zero,
 // tiny (d = 1, 2) and adversarial tensors fall back as documented in lib/sparsify/dgc.hpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ef: over a sequence, Σ decoded + final memory = Σ inputs to float64 precision (every dtype,
 // also when a record is stored raw); the memory is encoder-side per-tensor state that the
 // decoder never needs; β and γ weigh memory and gradient as g ← β·m + γ·g.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // fp16 / bf16: round to nearest even, special values, size = 2 bytes per value.
 #include <catch2/catch.hpp>
 

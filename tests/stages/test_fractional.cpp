@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // fractional(P): the per-value bound |Q(u) − u| ≤ ((1 − σ)/σ)·|u| (TCS eq. 23), the exact cost
 // d(⌈log2 P⌉ + 1) + 32P bits, P not a power of two, zeros, corrupt streams.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Index coders, generated over every coder: exact round trips of every position set we could
 // think of (edge sets, dense runs, alternating, random densities 1e-5…0.5, d = 1, universes beyond
 // 2^32 up to 2^64 − 1), each stream exactly the size its formula predicts; value-order handling.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Index decoders on hostile streams: every truncation and random bit flips give Error(Corrupt)
 // naming the coder or a valid (possibly different) position set — never a crash, a hang or a
 // huge allocation; a lying count or header field is refused before anything is reserved.

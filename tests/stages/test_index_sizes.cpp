@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Index coder sizes against their formulas, each re-derived here independently of the library's
 // size functions: golomb's b* and Σ(⌊g/2^b⌋ + 1 + b), tcspos' K·(log2 B + 1) + #blocks, bitmap's
 // d bits, rle's minimising width, Elias code lengths; the size functions on universes ≥ 2^32; and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The TCS paper's top-K bit budget (seed 002 §III-C, Tables: "top-K … 0.41" bits per parameter for
 // ResNet-18, d = 11,173,962, φ = 1%, fp32 values, positions in the §II-E block code).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // intN: bits per value + min/max, error within half a step, min and max exact, constants exact.
 #include <catch2/catch.hpp>
 

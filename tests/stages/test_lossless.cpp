@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // shuffle, zstd, lzma: exact round trips of every stream, sizes, refusals of corrupt input,
 // and the decompression-bomb bound.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // marsit (lib/aggregate/marsit.*): the bitwise operator of Marsit (seed 003 eq. (2)), its
 // unbiasedness P(final bit = 1) = (#workers with 1)/M, and determinism.
 #include "aggregate/marsit.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MarsitSequence (gradcodec/merge.hpp): Marsit's global compensation and periodic full-precision
 // synchronisation over frames (seed 003, Algorithm 1 lines 1, 9–13). The compensation rule
 // c ← g + c − g_t, the reset at full-precision frames, the equivalence with plain marsit when

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // merge (gradcodec/merge.hpp, lib/aggregate/*): majority and mean exact on constructed cases,
 // cascade unbiased over seeds, hop bit counts, container merge round trips and determinism for
 // any thread count, refusals, and TCS's "previous aggregated update" after a merge (issue 9 item 5).

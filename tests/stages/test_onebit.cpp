@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // onebit: each value decodes to the mean of its group's values with the same bit — per column of
 // the [shape[0], rest] view, or per tensor; 1 bit per value + 2 f32 per group; corrupt streams.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // powersgd: on a fixed matrix repeated over frames, the warm start drives ‖M − M̂‖ to within 1%
 // of the rank-r truncated-SVD error (Eigen's SVD as the reference) — which a cold start (every
 // frame a keyframe) does not reach; the factors cost exactly r'(n + m) values, so the ratio per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // qsgd: unbiasedness, the variance bound per bucket, exact bit counts for both codings, sparse
 // input, edge sizes and corrupt streams.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Generated over the registry: every quantizer composes with every sparsifier and index coder
 // (and every low-rank stage) registered — "SPARSIFIER | QUANTIZER | INDEXCODER" round-trips to a
 // finite tensor that is zero outside the sparsifier's kept positions. Stages not registered yet

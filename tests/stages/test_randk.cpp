@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // randk: with a shared seed no `index` stream exists and the decoder regenerates the same
 // positions; positions are uniform (chi-square over many seeds, per position and per k-subset);
 // unbiased=true makes the mean over seeds converge to g; block=B keeps whole blocks, the partial

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // sbc: keeps only the side with the larger mean magnitude, drops the other side's positions and
 // sends one value; the bitmap mode where positions cannot be dropped; SBC's size with golomb.
 #include <catch2/catch.hpp>

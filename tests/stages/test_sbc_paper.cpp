@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The `sbc` preset as Sattler et al. 2019, Algorithm 1, on the bundled real gradients: with
 // sparsity p, val+ = the top p·d positive values, val− = the top p·d negative values by
 // magnitude, μ+ = mean(val+), μ− = mean(|val−|); the side with the larger mean is sent, its p·d

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // sign: exact after values that share one magnitude, EF-signSGD's ||g||_1/d, sign(0) = +1,
 // 1 bit per value + one f32 scale, corrupt streams.
 #include <catch2/catch.hpp>

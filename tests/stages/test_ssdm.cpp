@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ssdm: unbiased, with the variance of a 1-bit unbiased sign ((count − 1)·||g||²), 1 bit per
 // value + one f32, edge cases, corrupt streams.
 #include <catch2/catch.hpp>

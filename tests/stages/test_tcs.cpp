@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tcs: the published bit budget measured from real encoded streams at ResNet-18's d (0.363 bits
 // per parameter with fp32 values, 0.067 with 5-bit fractional values, each frame after the
 // first); the decoder rebuilds the global mask from its own previous output, so a decoded

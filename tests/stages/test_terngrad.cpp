@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // terngrad: unbiased without clipping (and measurably biased with strong clipping), ternary
 // values {-s, 0, s}, the clipping rule, 2 bits per value + one f32, corrupt streams.
 #include <catch2/catch.hpp>

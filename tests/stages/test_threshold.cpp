@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // threshold: keeps exactly {i : |g_i| ≥ tau} (the boundary included, NaN never, ±Inf always),
 // with the input's own values; tau = 0 keeps every non-NaN element; keeping nothing and empty
 // tensors decode to zeros; tau is required and ≥ 0.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // topk: exactly the set a full sort picks (|g| descending, ties to the lower index) for every k
 // from 1 to d, on tensors full of ties; scope=global matches a full sort of the concatenated
 // snapshot (plan_frame called directly, and through a real container); NaN ranks lowest;

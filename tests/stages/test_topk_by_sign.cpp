@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // topk(by_sign=true): the k largest non-negative values and the k most negative ones, each side
 // ranked as topk ranks (|v| descending, ties to the lower index) — checked against a stable sort
 // per side on tie-heavy tensors for every k; a short side is kept whole; scope=global refused.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — bounds-checked byte and bit readers/writers (little-endian throughout).
 //
 // Every read from untrusted bytes goes through ByteReader/BitReader, which throw

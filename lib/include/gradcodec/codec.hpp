@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — running a pipeline over tensors, frames and sequences.
 //
 // SequenceEncoder turns snapshots (frames) into container records; SequenceDecoder turns records

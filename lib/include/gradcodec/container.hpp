@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — the .gcz container, version 1 (specified byte by byte in docs/format.md).
 //
 //   preamble | header | (frame | record*)* | footer | trailer

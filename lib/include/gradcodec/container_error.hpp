@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — where in a .gcz container an error lies.
 #pragma once
 

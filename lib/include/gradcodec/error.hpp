@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — the one error type of the library.
 //
 // The library never prints and never exits: every failure is thrown as gradcodec::Error with a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — small file utilities shared by the container and the format adapters.
 #pragma once
 

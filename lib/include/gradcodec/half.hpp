@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — IEEE binary16 and bfloat16 conversions (round to nearest even, NaN kept quiet).
 #pragma once
 

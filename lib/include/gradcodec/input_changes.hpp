@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — input files that change while they are read.
 //
 // Inputs are memory-mapped: tensors are read in place, without a copy (docs/performance.md).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — aggregation of several workers' gradients (docs/merge.md).
 //
 // Workers 1..M hold the same tensors; they are aggregated along a ring in the order given (worker

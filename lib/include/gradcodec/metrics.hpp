@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — error metrics between a tensor g and its reconstruction ĝ (ALGORITHMS.md "Metrics").
 // Accumulate over any number of tensors, then read the totals.
 #pragma once

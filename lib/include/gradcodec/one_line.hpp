@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — making a message safe to print as one line.
 #pragma once
 

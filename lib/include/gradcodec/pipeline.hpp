@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — pipelines: the textual grammar, its canonical JSON form, typed-chain validation.
 //
 //   pipeline := stage ('|' stage)*

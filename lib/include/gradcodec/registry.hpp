@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — the stage registry: one explicit table (lib/core/registry.cpp), no static
 // self-registration. A row gives a stage's name, kind, wire version, parameter schema and factory.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — the project's own counter-based random generator.
 //
 // Every random choice is keyed by (container seed, frame, tensor index, purpose) and the position

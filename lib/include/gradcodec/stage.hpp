@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — the stage interface, one small interface per stage kind (DESIGN.md "Pipelines").
 //
 // A pipeline is   transform* [sparsifier | lowrank] [quantizer] [index coder] lossless*

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec — tensors and snapshots, the data model of DESIGN.md.
 #pragma once
 

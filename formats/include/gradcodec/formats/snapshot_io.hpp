@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // gradcodec formats — read and write gradient snapshots (NPY, directory of NPY, NPZ, HDF5,
 // safetensors). A format never includes a stage; the library never includes a format.
 //
