@@ -20,20 +20,30 @@ std::string lower_extension(const std::string& path) {
   return ext;
 }
 
+// The snapshot format a file's first bytes name: NPY, zip (NPZ) and HDF5 magic numbers, and for
+// safetensors a u64 header length then '{'. The one table of magic numbers: opening by content,
+// standard input and sniff_format all ask it.
+std::optional<Format> format_by_magic(const uint8_t* d, uint64_t size) noexcept {
+  auto starts = [&](const char* magic, size_t n) { return size >= n && std::memcmp(d, magic, n) == 0; };
+  if (starts("\x93NUMPY", 6)) return Format::Npy;
+  if (starts("PK\x03\x04", 4) || starts("PK\x05\x06", 4)) return Format::Npz;
+  if (starts("\x89HDF\r\n\x1a\n", 8)) return Format::Hdf5;
+  if (size >= 9 && d[8] == '{') return Format::Safetensors;
+  return std::nullopt;
+}
+
 bool starts_with(const std::shared_ptr<const InputFile>& f, const char* magic, size_t n) {
   return f->size() >= n && std::memcmp(f->data(), magic, n) == 0;
 }
 
-bool is_zip(const std::shared_ptr<const InputFile>& f) {
-  return starts_with(f, "PK\x03\x04", 4) || starts_with(f, "PK\x05\x06", 4);
-}
-
 std::unique_ptr<SnapshotReader> open_by_magic(std::shared_ptr<const InputFile> f) {
-  if (starts_with(f, "\x93NUMPY", 6)) return open_npy(f);
-  if (is_zip(f)) return open_npz(f);
-  if (starts_with(f, "\x89HDF\r\n\x1a\n", 8)) return open_hdf5(f);
-  // safetensors: u64 header length then '{'
-  if (f->size() >= 9 && f->data()[8] == '{') return open_safetensors(f);
+  if (auto format = format_by_magic(f->data(), f->size())) switch (*format) {
+      case Format::Npy: return open_npy(f);
+      case Format::Npz: return open_npz(f);
+      case Format::Hdf5: return open_hdf5(f);
+      case Format::Safetensors: return open_safetensors(f);
+      case Format::NpyDir: break;
+    }
   // What users pass by mistake, said as such.
   if (f->size() == 0) fail(ErrorCode::Input, f->path() + ": empty input");
   if (starts_with(f, "\x89GCZ\r\n\x1a\n", 8))
@@ -53,9 +63,9 @@ std::unique_ptr<SnapshotReader> open_stdin() {
   StdinReader in;
   in.fill(npy::kPreambleBytes);
   const auto& b = in.bytes();
-  auto magic = [&](const char* m, size_t n) { return b.size() >= n && std::memcmp(b.data(), m, n) == 0; };
+  const std::optional<Format> format = format_by_magic(b.data(), b.size());
   constexpr uint64_t kUnknown = uint64_t{1} << 62;  // a size no stream reaches: "not yet known"
-  if (magic("\x93NUMPY", 6)) {
+  if (format == Format::Npy) {
     const uint64_t end = npy::header_end(b.data(), b.size(), in.ended() ? b.size() : kUnknown, "<stdin>");
     if (in.fill(end)) {
       const npy::Header h = npy::parse_header(b.data(), end, kUnknown, "<stdin>");
@@ -66,12 +76,11 @@ std::unique_ptr<SnapshotReader> open_stdin() {
     }
     return open_npy(in.take());  // a short stream is refused by the reader, saying what is missing
   }
-  if (magic("PK\x03\x04", 4) || magic("PK\x05\x06", 4) || magic("\x89HDF\r\n\x1a\n", 8)) {
+  if (format == Format::Npz || format == Format::Hdf5) {
     in.fill_to_end();
     return open_by_magic(in.take());
   }
-  in.fill(9);
-  if (b.size() >= 9 && b[8] == '{') {
+  if (format == Format::Safetensors) {
     in.fill(safetensors_declared_size(b.data(), b.size()));  // the header
     in.fill(safetensors_declared_size(b.data(), b.size()));  // then the data it declares
     return open_safetensors(in.take());
@@ -104,15 +113,12 @@ const char* format_title(Format f) noexcept {
 }
 
 std::optional<Format> sniff_format(const uint8_t* d, uint64_t size) noexcept {
-  auto starts = [&](const char* magic, size_t n) { return size >= n && std::memcmp(d, magic, n) == 0; };
-  if (starts("\x93NUMPY", 6)) return Format::Npy;
-  if (starts("PK\x03\x04", 4) || starts("PK\x05\x06", 4)) return Format::Npz;
-  if (starts("\x89HDF\r\n\x1a\n", 8)) return Format::Hdf5;
-  if (size >= 10 && d[8] == '{') {
-    uint64_t n = 0;
-    for (int k = 7; k >= 0; --k) n = (n << 8) | d[k];
-    if (n >= 2 && n <= size - 8) return Format::Safetensors;
-  }
+  const std::optional<Format> f = format_by_magic(d, size);
+  if (f != Format::Safetensors) return f;
+  // '{' at byte 8 alone is weak evidence: the header length must also fit in the file.
+  uint64_t n = 0;
+  for (int k = 7; k >= 0; --k) n = (n << 8) | d[k];
+  if (size >= 10 && n >= 2 && n <= size - 8) return f;
   return std::nullopt;
 }
 
@@ -128,7 +134,7 @@ std::unique_ptr<SnapshotReader> open_snapshot(const std::string& path) {
   if (ext == ".npz") return open_npz(file);
   if (ext == ".h5" || ext == ".hdf5") return open_hdf5(file);
   if (ext == ".safetensors") return open_safetensors(file);
-  if (is_zip(file)) return open_npz(InputFile::open(path, true));
+  if (format_by_magic(file->data(), file->size()) == Format::Npz) return open_npz(InputFile::open(path, true));
   return open_by_magic(file);
 }
 
