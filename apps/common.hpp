@@ -30,7 +30,7 @@ CLI::Validator whole_number();
 void set_quiet(bool quiet);
 bool quiet();
 
-// How non-floating arrays are treated (DESIGN.md "Data model").
+// How non-floating arrays are treated (docs/formats.md "Reading", Dtypes).
 enum class NonFloat { Skip, PassThrough, Strict };
 
 struct InputOptions {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The progress bar of long runs (DESIGN.md "Command line"): one line on stderr, redrawn in place,
+// The progress bar of long runs (README.md "Commands"): one line on stderr, redrawn in place,
 // shown only when stderr is a terminal and --quiet was not given.
 #pragma once
 

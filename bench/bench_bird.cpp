@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// bird+ encode cost against exact top-k at the same kept fraction (seed 000's central claim:
-// bi-random block sampling is O(d) and cheaper than top-k), on a VGG16-sized snapshot built
+// bird+ encode cost against exact top-k at the same kept fraction (BIRD+'s central claim, Wu et al.
+// 2023: bi-random block sampling is O(d) and cheaper than top-k), on a VGG16-sized snapshot built
 // here: the 13 conv layers of VGG16 (CIFAR variant, 3×3 kernels), three 512-wide classifier
 // layers and all biases — 15.2M f32 parameters. Values are gradient-like: per-layer scale (deeper
 // layers smaller), a log-normal scale per kernel/row (σ = 0.7) and heavy-tailed elements

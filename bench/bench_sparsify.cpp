@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Sparsifier selection speed at d = 1e4 .. 1e7 (×10 steps): input bytes per second and time per
 // element (`per_elem`, the inverse rate). Time per element staying flat across d is the linear-time
-// check of topk's radix select (ALGORITHMS.md: selection in O(d), never a full sort); the
+// check of topk's radix select (docs/stages.md "topk": selection in O(d), never a full sort); the
 // `full_sort` row is the O(d log d) reference it replaces.
 #include <benchmark/benchmark.h>
 

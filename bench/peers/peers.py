@@ -181,7 +181,8 @@ def signsgd_numpy(tensors, scale):
 
 
 def bird_split(shape):
-    """(blocks, m) of a rank >= 2 tensor (ALGORITHMS.md "bird" step 1); None for a vector."""
+    """(blocks, m) of a rank >= 2 tensor (docs/stages.md "bird", layer splitting); None for a
+    vector."""
     if len(shape) < 2:
         return None
     if len(shape) == 4:
@@ -240,7 +241,7 @@ def bird_vectors(tensors, attach, kept_blocks, xs_get):
 
 
 def birdplus_numpy(tensors, attach, seed, capped, clock, gamma=GAMMA):
-    """BIRD+ (ALGORITHMS.md "bird(...) / bird+(gamma, ...)"), vectorised per tensor in NumPy.
+    """BIRD+ (docs/stages.md "bird", "bird+"), vectorised per tensor in NumPy.
     Output: per split tensor LZMA2(int32 block indices of V) + packed sign bits of the kept blocks
     + one f32 scale; per vector the gradcodec side stream (bitmap + sent f32 entries)."""
     rng = np.random.default_rng(seed)

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// cascade — cascading compression over a ring (Marsit, seed 003 §3.2 and appendix A, s₃):
-// hop 1 sends Q(g₁); worker m decodes what it received, adds its own gradient and sends
+// cascade — cascading compression over a ring (Marsit, Wu, He, Guo et al. 2022 §3.2, appendix A,
+// s₃): hop 1 sends Q(g₁); worker m decodes what it received, adds its own gradient and sends
 // Q(decoded + g_m); the last worker's Q(...) divided by M is the aggregate.
 //   s₃ = (1/M)·Q(…Q(Q(g₁) + g₂)… + g_M)
-// Q is ssdm (ALGORITHMS.md "ssdm"): bit 1 with probability 1/2 + x_j/(2‖x‖₂), decoded ‖x‖₂·(±1),
+// Q is ssdm (docs/stages.md "ssdm"): bit 1 with probability 1/2 + x_j/(2‖x‖₂), decoded ‖x‖₂·(±1),
 // the norm sent as f32 (as the `ssdm` stage does). Unbiased: E[s₃] = mean of the g_m, but the
 // variance of every hop adds up (Theorem 3 of the paper).
 //

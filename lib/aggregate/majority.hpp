@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// majority — signSGD with majority vote (Bernstein et al. 2018; the baseline of Marsit, seed 003).
+// majority — signSGD with majority vote (Bernstein et al. 2018; a baseline of Marsit, Wu, He,
+// Guo et al. 2022).
 //
 // Final bit = 1 when at least half of the M workers have bit 1 (2·#ones ≥ M): a tie, possible
 // for even M, goes to 1, as 0 counts as + everywhere in gradcodec. Output ±η as marsit.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// marsit — Marsit's one-bit sign aggregation over a ring (seed 003 §4.1.1, eq. (2)). One frame;
-// over a sequence of frames with Marsit's global compensation see MarsitSequence (merge.hpp).
+// marsit — Marsit's one-bit sign aggregation over a ring (Wu, He, Guo et al. 2022 (Marsit)
+// §4.1.1, eq. (2)). One frame; over a sequence of frames with Marsit's global compensation see
+// MarsitSequence (merge.hpp).
 //
 // Workers 1..M in ring order. The running bit v starts as worker 1's bit; at worker m (m ≥ 2) it
 // meets that worker's bit v*:

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // MarsitSequence (gradcodec/merge.hpp): marsit over frames with Marsit's global compensation and
-// periodic full-precision synchronisation (seed 003, Algorithm 1 lines 1, 9–13; §4.1.3).
+// periodic full-precision synchronisation (Wu, He, Guo et al. 2022 (Marsit),
+// Algorithm 1 lines 1, 9–13; §4.1.3).
 #include <gradcodec/merge.hpp>
 
 #include "aggregate/marsit.hpp"

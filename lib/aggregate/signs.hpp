@@ -10,7 +10,7 @@
 
 namespace gradcodec::aggregate {
 
-// Sign bit of a value: 1 = non-negative (0 and −0 count as +), 0 = negative (ALGORITHMS.md).
+// Sign bit of a value: 1 = non-negative (0 and −0 count as +), 0 = negative (docs/merge.md).
 // NaN gets 0 (it is not ≥ 0).
 inline uint8_t sign_bit(float x) noexcept { return x >= 0.0f ? 1 : 0; }
 

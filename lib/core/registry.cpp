@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The one explicit registration table (STYLE.md habit 3). Adding a stage = one file pair under its
-// kind's folder + one row here + its tests + its section in docs/stages.md.
+// The one explicit registration table, as blosc2's filters-registry.c or lzbench's comp_desc[] (no
+// static self-registration: the linker drops such objects from static libraries). Adding a stage
+// = one file pair under its kind's folder + one row here + its tests + its section in
+// docs/stages.md.
 #include <gradcodec/registry.hpp>
 
 // transforms

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // bitmap — one bit per position of the universe: bit i is 1 iff position i is kept (the mask the
-// sparsifier selected; the uncompressed baseline of seed 004 §2.3, "bit compression").
+// sparsifier selected; the uncompressed baseline of DeepReduce, Kostopoulou 2020 §2.3, "bit
+// compression").
 //
 // Wire (stream `index`):
 //   LEB128 k (the number of 1 bits: a cross-check, decoding refuses a mismatch)

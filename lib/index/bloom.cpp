@@ -398,7 +398,7 @@ class Bloom final : public IndexCoder {
     if (!s) return;
     const bloom::Header h = bloom::read_header(s->view(), UINT64_MAX);
     out.push_back({"bloom.policy_errors_rate", static_cast<double>(h.false_picks), static_cast<double>(h.r), false,
-                   "false positives the decoder's policy picks / positions picked (seed 004 §3.5)"});
+                   "false positives the decoder's policy picks / positions picked (Kostopoulou 2020 §3.5)"});
     out.push_back({"bloom.filter_bits_per_kept", static_cast<double>(h.m), static_cast<double>(h.r), false,
                    "filter bits m / kept positions r (-ln(fpr)/(ln 2)^2 = 9.59 at fpr = 0.01)"});
   }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // bloom(fpr, policy, fp_aware) — DeepReduce's Bloom-filter index coder (Kostopoulou's thesis,
-// seed 004 §3; ALGORITHMS.md "bloom").
+// Kostopoulou 2020 §3; docs/stages.md "bloom").
 //
 // Encoder: the r kept positions S go into a Bloom filter of
 //   m = ⌈−r ln ε / (ln 2)²⌉ bits and k = max(1, round(−ln ε / ln 2)) hash functions

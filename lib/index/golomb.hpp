@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// golomb — Golomb–Rice code of the gaps with the parameter of Sparse Binary Compression (Sattler
-// et al. 2019, §III-C "Golomb encoding of the positions"; cited by seed 000 [10], [29]):
+// golomb — Golomb–Rice code of the gaps with the parameter of Sparse Binary Compression (Sattler et
+// al. 2019, §III-C "Golomb encoding of the positions"; cited by BIRD+, Wu et al. 2023, [10], [29]):
 //   b* = 1 + ⌊log2( ln(φ − 1) / ln(1 − p) )⌋,  p = k/d,  φ = (1 + √5)/2 (the golden ratio),
 // clamped to [0, 63] (b* = 0 for p ≥ ~0.38 and for k = d; 0 also for k = 0). Each gap g (zeros
 // before a kept position) is coded as q = ⌊g/2^b⌋ in unary — q zeros then a 1 — followed by the

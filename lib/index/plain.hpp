@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // plain — fixed-width positions: u32 when the universe d < 2^32, u64 when d ≥ 2^32 (the width is
-// a function of d, which the decoder knows). The baseline of seed 002 eq. (10): every kept
+// a function of d, which the decoder knows). The baseline of TCS's eq. (10): every kept
 // position costs a fixed log2 d-ish word.
 //
 // Wire (stream `index`, width hint 4 or 8 for `shuffle`):

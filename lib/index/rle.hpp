@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// rle — run-length code of the bitmap counting only the zeros (seed 004 §2.3.1, DeepReduce's RLE
-// baseline, Figure 1): each kept position is coded as the run of zeros before it (its gap), in
-// fixed-width w-bit codes. A run longer than the largest code is split with an escape: the code
-// M = 2^w − 1 means "M zeros and the run goes on"; any other code c means "c zeros, then a 1".
-// The trailing zeros after the last 1 are not coded (the count ends the stream). The width w is
-// chosen per tensor to minimise the size (ties: the smaller w); w = 1 is the bitmap up to its
-// trailing zeros.
+// rle — run-length code of the bitmap counting only the zeros (Kostopoulou 2020 §2.3.1,
+// DeepReduce's RLE baseline, Figure 1): each kept position is coded as the run of zeros before it
+// (its gap), in fixed-width w-bit codes. A run longer than the largest code is split with an
+// escape: the code M = 2^w − 1 means "M zeros and the run goes on"; any other code c means "c
+// zeros, then a 1". The trailing zeros after the last 1 are not coded (the count ends the stream).
+// The width w is chosen per tensor to minimise the size (ties: the smaller w); w = 1 is the bitmap
+// up to its trailing zeros.
 //
 // Wire (stream `index`):
 //   LEB128 k

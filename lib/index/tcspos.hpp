@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// tcspos — the TCS block position code (seed 002 §II-E, Algorithm 4 and eq. (18)). The universe
-// of d positions is cut into blocks of B = 2^L positions, L = ⌈log2(1/φ)⌉ with φ = k/d the kept
-// fraction (computed exactly in integers: L = ⌈log2 ⌈d/k⌉⌉, capped at 63). The blocks are visited
-// in order; in each, every kept position is sent as '1' followed by its offset in the block in L
-// bits (ascending), and '0' ends the block — every block, the last and the empty ones included,
-// as in the paper's example [1 00 1 10 0 0 1 01 0] (d = 12, B = 4, positions 0, 2, 9).
-// The decoder learns B from the stored L (it never recomputes φ). k = 0 sends no blocks at all.
+// tcspos — the TCS block position code (Ozfatura, Ozfatura & Gündüz 2021 §II-E, Algorithm 4,
+// eq. (18)). The universe of d positions is cut into blocks of B = 2^L positions, L = ⌈log2(1/φ)⌉
+// with φ = k/d the kept fraction (computed exactly in integers: L = ⌈log2 ⌈d/k⌉⌉, capped at 63).
+// The blocks are visited in order; in each, every kept position is sent as '1' followed by its
+// offset in the block in L bits (ascending), and '0' ends the block — every block, the last and the
+// empty ones included, as in the paper's example [1 00 1 10 0 0 1 01 0] (d = 12, B = 4, positions
+// 0, 2, 9). The decoder learns B from the stored L (it never recomputes φ). k = 0 sends no blocks
+// at all.
 //
 // Wire (stream `index`):
 //   LEB128 k

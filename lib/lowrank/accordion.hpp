@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // accordion(mild, aggressive, eta, interval) — Accordion, adaptive switching between a mild and
 // an aggressive compressor on the rate of change of the gradient norm (Agarwal et al. 2021,
-// "Adaptive Gradient Communication via Critical Learning Regime Identification"; survey seed
-// 001 §4, eq. 2; ALGORITHMS.md "accordion"; the authors' auto_scale.py). Stateful control stage.
+// "Adaptive Gradient Communication via Critical Learning Regime Identification"; Makkar 2023
+// (survey) §4, eq. 2; docs/stages.md "accordion"; the authors' auto_scale.py). Stateful
+// control stage.
 //
 // `mild` and `aggressive` are quoted pipelines holding one reducer each — the same stage with
 // different parameters, e.g. mild="powersgd(rank=2)", aggressive="powersgd(rank=1)", or

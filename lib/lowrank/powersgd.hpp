@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // powersgd(rank, iters, ef) — PowerSGD rank-r compression (Vogels, Karimireddy & Jaggi 2019,
-// "PowerSGD: Practical Low-Rank Gradient Compression", Alg. 1 and Alg. 2; survey seed 001 §3;
-// ALGORITHMS.md "powersgd"; PyTorch's ddp_comm_hooks/powerSGD_hook.py conventions). Stateful.
+// "PowerSGD: Practical Low-Rank Gradient Compression", Alg. 1 and Alg. 2; Makkar 2023 (survey)
+// §3; docs/stages.md "powersgd"; PyTorch's ddp_comm_hooks/powerSGD_hook.py conventions). Stateful.
 //
 // A tensor with ≥ 2 dimensions is viewed as M = [n, m] = [shape[0], prod(rest)] (row-major, the
 // hook's view). r' = min(n, m, rank). It is compressed only when 2·(n + m)·r' < n·m (PyTorch's

@@ -17,7 +17,7 @@ namespace gradcodec::stages::codes {
 // the whole tensor (materialised lazily from the source). Encode side only.
 std::span<const float> coded_values(Payload& p);
 
-// The sign bit of the wire, the same for every quantizer (ALGORITHMS.md "Sign convention"):
+// The sign bit of the wire, the same for every quantizer (docs/stages.md, Quantizers):
 // 1 = non-negative, 0 = negative. 0 and -0 count as non-negative (so do NaNs: !(v < 0)).
 inline bool sign_bit(float v) noexcept { return !(v < 0.0f); }
 

@@ -162,7 +162,7 @@ class Curvefit final : public Quantizer {
     const Head h = read_head(r);
     const double n = static_cast<double>(h.count);
     out.push_back({"curvefit.rmse", h.rmse * h.rmse * n, n, true,
-                   "sqrt(sum (decoded - kept value)^2 / kept values) over the fitted values (seed 004 §4.2)"});
+                   "sqrt(sum (decoded - kept value)^2 / kept values) over the fitted values (Kostopoulou 2020 §4.2)"});
   }
 
  private:

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // curvefit(basis, degree, segments) — DeepReduce's curve-fit value coder (Kostopoulou's thesis,
-// seed 004 §4; ALGORITHMS.md "curvefit").
+// 2020, §4; docs/stages.md "curvefit").
 //
 // The kept values of a sparsifier are split into positives (v ≥ 0, with −0 and NaN: the wire's
 // sign convention) and negatives; each group is sorted by |v| descending (ties: the lower

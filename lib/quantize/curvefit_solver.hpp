@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The fitting behind curvefit (DeepReduce thesis, seed 004 §4): least-squares fits of a sorted
+// The fitting behind curvefit (DeepReduce, Kostopoulou 2020 §4): least-squares fits of a sorted
 // magnitude curve y_0 ≥ y_1 ≥ … against the rank, in fp64, with Eigen.
 //
 // A group of c magnitudes (ranks 0..c−1) is cut into S contiguous segments of near-equal length

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // fp16 / bf16 — cast each value to IEEE binary16 or bfloat16, rounding to nearest even
-// (ALGORITHMS.md "fp16 / bf16"). Wire: stream `value` = count × 2 bytes, little-endian.
+// (docs/stages.md "fp16", "bf16"). Wire: stream `value` = count × 2 bytes, little-endian.
 #pragma once
 #include <gradcodec/registry.hpp>
 

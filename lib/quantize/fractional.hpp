@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// fractional(P) — fractional quantization of TCS (Ozfatura et al., seed 002 §II-F, eqs. 20–24;
-// ALGORITHMS.md "fractional").
+// fractional(P) — fractional quantization of TCS (Ozfatura, Ozfatura & Gündüz 2021 §II-F, eqs.
+// 20–24; docs/stages.md "fractional").
 //
 // Over the coded values u: u_max = max |u_i|, u_min = min of the NONZERO |u_i| (the paper's
 // u_min; zeros are excluded so the bound below means something — with u_min = 0, σ would be 0),

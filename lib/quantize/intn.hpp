@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // intN(bits) — uniform min/max quantization with deterministic rounding, for reference
-// (ALGORITHMS.md "intN").
+// (docs/stages.md "intN").
 //
 // Over the coded values: lo = min, hi = max (sent as f32, so exact), L = 2^bits − 1,
 //   q_i = ⌊(v_i − lo)/(hi − lo)·L + 1/2⌋ (round half up, clamped to [0, L]; 0 when hi = lo);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// onebit(per=column|tensor) — 1-bit SGD quantization (Seide et al., Interspeech 2014; seed 001
-// §2.3; ALGORITHMS.md "onebit"). Meant to follow `ef` (the preset `onebit` = "ef | onebit").
+// onebit(per=column|tensor) — 1-bit SGD quantization (Seide et al., Interspeech 2014; Makkar
+// 2023 (survey) §2.3; docs/stages.md "onebit"). Meant to follow `ef` (the preset `onebit` =
+// "ef | onebit").
 //
 // Groups: per=column views a dense tensor of rank ≥ 2 as the C-order matrix [R = shape[0],
 // C = n/R] and makes each column j (elements i·C + j, i < R) a group; a 1-D or 0-d tensor, a

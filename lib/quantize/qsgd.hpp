@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // qsgd(levels=s, bucket=512, coding=fixed|elias) — QSGD stochastic quantization (Alistarh et al.,
-// NeurIPS 2017; seed 001 §2.2; ALGORITHMS.md "qsgd").
+// NeurIPS 2017; Makkar 2023 (survey) §2.2; docs/stages.md "qsgd").
 //
 // Per bucket v of `bucket` consecutive coded values (bucket=0: one bucket of all of them):
 //   l_i = ⌊|v_i|/‖v‖₂·s⌋, plus 1 with probability frac(|v_i|/‖v‖₂·s);  decoded ‖v‖₂·sign(v_i)·l_i/s.

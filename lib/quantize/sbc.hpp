@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// sbc — Sparse Binary Compression's value coding (Sattler et al., IJCNN 2019, Algorithm 1; seed
-// 000 §II "Hybrid approaches"). Meant to follow topk's by-sign selection and precede golomb: the
-// preset `sbc` = "topk(ratio=0.01, by_sign=true) | sbc | golomb". topk(by_sign=true) hands over
-// val+ (the top p·d positive values) and val− (the top p·d negative ones); this stage keeps the
-// side with the larger mean magnitude, so p·d positions and one value go out — Algorithm 1.
-// After a plain topk (the top p·d of |g|, both signs mixed) it keeps one side of that set, about
-// p·d/2 positions: not the paper's rule, but still a valid pipeline.
+// sbc — Sparse Binary Compression's value coding (Sattler et al., IJCNN 2019, Algorithm 1; Wu et
+// al. 2023 (BIRD+) §II "Hybrid approaches"). Meant to follow topk's by-sign selection and precede
+// golomb: the preset `sbc` = "topk(ratio=0.01, by_sign=true) | sbc | golomb". topk(by_sign=true)
+// hands over val+ (the top p·d positive values) and val− (the top p·d negative ones); this stage
+// keeps the side with the larger mean magnitude, so p·d positions and one value go out —
+// Algorithm 1. After a plain topk (the top p·d of |g|, both signs mixed) it keeps one side of that
+// set, about p·d/2 positions: not the paper's rule, but still a valid pipeline.
 //
 // Over the coded values: μ+ = mean of the non-negative values (0 counts as +), μ− = mean of the
 // negative ones (double, sent as f32). The side with the larger |μ| is kept (a tie, or no

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// sign(scale=mean|l1|none) — scaled sign quantization (ALGORITHMS.md "sign"): signSGD (Bernstein
+// sign(scale=mean|l1|none) — scaled sign quantization (docs/stages.md "sign"): signSGD (Bernstein
 // et al. 2018) with scale=none, EF-signSGD (Karimireddy et al. 2019, ‖g‖₁/d) with scale=l1, and the
-// sign value coding of BIRD/BIRD+ (seed 000 §IV: one scaler per layer) with scale=mean.
+// sign value coding of BIRD/BIRD+ (Wu et al. 2023 §IV: one scaler per layer) with scale=mean.
 //
 // Each coded value v_i → S·sign(v_i), where sign(0) = +1 (0 and -0 count as non-negative, so a
 // zero decodes to +S, and to +1 with scale=none), and

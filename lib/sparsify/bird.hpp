@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// bird / bird+ — tensor-wise bi-random sampling with index sharing (seed 000, BIRD+: journal
-// version of BIRD; ALGORITHMS.md "bird"). The split is bird_split.hpp, the sampling
-// bird_sample.hpp; this file is the stage: the frame pre-pass for the 1-D attach rule, the
+// bird / bird+ — tensor-wise bi-random sampling with index sharing (Wu et al. 2023, BIRD+: the
+// journal version of BIRD; docs/stages.md "bird", "bird+"). The split is bird_split.hpp, the
+// sampling bird_sample.hpp; this file is the stage: the frame pre-pass for the 1-D attach rule, the
 // payload it hands on, and the one stream of its own.
 //
 // ≥2-D tensors (split into B blocks of m elements): the payload is sparse over the universe of
@@ -21,7 +21,7 @@
 // lone tensor) every entry is sent. The payload is then sparse with an empty implicit index, so
 // the value codec codes no value and no index coder runs. The bitmap makes each record
 // self-contained: the paper's server reads the bias positions off the weight's index, but a
-// gcz record decodes without any other tensor (DESIGN.md "The container").
+// gcz record decodes without any other tensor (docs/format.md "Tensor record").
 //
 // Frame plan (vectors=attach): plan_frame loads each tensor that is a sibling, runs its sampling
 // with the tensor's own generator keys (so the per-tensor encode draws the very same V), keeps

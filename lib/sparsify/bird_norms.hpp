@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The per-block norms BIRD samples by (seed 000 §III-C; ALGORITHMS.md "bird" step 3): for a
+// The per-block norms BIRD samples by (Wu et al. 2023 (BIRD+) §III-C; docs/stages.md "bird"): for a
 // tensor split into blocks of m contiguous elements, L_i = ‖t_i‖₁ and I_i = ‖t_i‖∞ of each block,
-// in one pass over the tensor. The norms decide which blocks are sent, so they are the same bits
-// on every machine: each block of fewer than 16 elements is summed in element order (s += |x|
-// from 0, in f32), longer runs in 8 lanes combined in order, and blocks longer than 8192 piece by
-// piece. Only the speed depends on the CPU (SSE2, and AVX2 where the CPU has it).
+// in one pass over the tensor. The norms decide which blocks are sent, so they are the same bits on
+// every machine: each block of fewer than 16 elements is summed in element order (s += |x| from 0,
+// in f32), longer runs in 8 lanes combined in order, and blocks longer than 8192 piece by piece.
+// Only the speed depends on the CPU (SSE2, and AVX2 where the CPU has it).
 #pragma once
 
 #include <gradcodec/tensor.hpp>

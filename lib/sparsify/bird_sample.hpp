@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// BIRD's tensor-wise bi-random sampling over the blocks of one tensor (seed 000 §III-C,
-// Algorithm 1; ALGORITHMS.md "bird" steps 3–5). No I/O, no wire: the stage (bird.hpp) turns a
-// selection into streams.
+// BIRD's tensor-wise bi-random sampling over the blocks of one tensor (Wu et al. 2023 (BIRD+)
+// §III-C, Algorithm 1; docs/stages.md "bird", "bird+"). No I/O, no wire: the stage (bird.hpp) turns
+// a selection into streams.
 //
 // Given B blocks of m contiguous f32 elements (the split of bird_split.hpp):
 //   norms     one pass over the tensor: L_i = ‖t_i‖₁ and I_i = ‖t_i‖∞ per block.

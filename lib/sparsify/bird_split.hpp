@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// BIRD's layer splitting and 1-D attach rule (seed 000 §III-B "Layer Splitting"; ALGORITHMS.md
-// "bird" steps 1–2). Pure functions of shapes and names: the encoder and the decoder derive the
-// same split from the tensor's shape, and the attach rule needs only the frame's tensor infos.
+// BIRD's layer splitting and 1-D attach rule (Wu et al. 2023 (BIRD+) §III-B "Layer Splitting";
+// docs/stages.md "bird"). Pure functions of shapes and names: the encoder and the decoder derive
+// the same split from the tensor's shape, and the attach rule needs only the frame's tensor infos.
 //
 // Split of one tensor (PyTorch shapes, C order):
 //   rank 4 [O, I, kh, kw]  → O·I blocks of m = kh·kw contiguous elements (one kernel each);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// dgc — Deep Gradient Compression's selection (ALGORITHMS.md "dgc"; Lin, Han, Mao, Wang & Dally,
+// dgc — Deep Gradient Compression's selection (docs/stages.md "dgc"; Lin, Han, Mao, Wang & Dally,
 // ICLR 2018, §2.1 gradient sparsification at 99.9%, §5 "System analysis": the top-k threshold is
 // estimated on a 0.1–1% sample, and computed exactly on the already selected gradients when far
 // too many pass it). Momentum correction, clipping and warm-up are training-time tricks, not here.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// randk — keep k positions drawn uniformly without replacement (ALGORITHMS.md "randk";
-// Stich, Cordonnier & Jaggi 2018 "Sparsified SGD with Memory" §2 (rand-k); TCS, seed 002 §I-C:
-// with a shared seed the decoder regenerates the mask, so positions cost nothing).
+// randk — keep k positions drawn uniformly without replacement (docs/stages.md "randk"; Stich,
+// Cordonnier & Jaggi 2018 "Sparsified SGD with Memory" §2 (rand-k); TCS (Ozfatura et al. 2021)
+// §I-C: with a shared seed the decoder regenerates the mask, so positions cost nothing).
 //
 // Universe: U = ceil(d/B) blocks of B = `block` contiguous elements (U = d when B = 1); the last
 // block is partial when B does not divide d and holds only its real d − (U−1)·B elements. k and

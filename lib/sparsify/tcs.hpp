@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// tcs — Time-Correlated Sparsification (Ozfatura, Ozfatura & Gündüz, seed 002 §II-A..C,
-// Algorithm 2; ALGORITHMS.md "tcs"). Stateful.
+// tcs — Time-Correlated Sparsification (Ozfatura, Ozfatura & Gündüz 2021 §II-A..C,
+// Algorithm 2; docs/stages.md "tcs"). Stateful.
 //
 // Frame t > 0 (not a keyframe), over the whole snapshot (d = Σ d_l elements):
 //   m_global = top-K_global of |Δ_{t−1}|, K_global = round(global·d): Δ_{t−1} is the previous

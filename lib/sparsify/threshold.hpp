@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// threshold — keep every element with |g_i| ≥ tau (ALGORITHMS.md "threshold": the rule as
-// written there; cf. the fixed-threshold updates of Strom 2015, "Scalable distributed DNN
+// threshold — keep every element with |g_i| ≥ tau (the rule below and docs/stages.md
+// "threshold"; cf. the fixed-threshold updates of Strom 2015, "Scalable distributed DNN
 // training using commodity GPU cloud computing" (Interspeech), whose residual `ef` supplies).
 //
 // The comparison is done in double on the f32 working value: |g_i| ≥ tau. NaN is never kept;

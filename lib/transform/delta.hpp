@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// delta — code the difference to the previous frame's decoded tensor (ALGORITHMS.md "delta";
+// delta — code the difference to the previous frame's decoded tensor (docs/stages.md "delta";
 // prediction from the previous frame, exploiting the time correlation of successive updates that
-// TCS builds on, seed 002 §I-E and §II-A).
+// TCS builds on, Ozfatura, Ozfatura & Gündüz 2021 §I-E and §II-A).
 //
 // State (shared: both sides keep it identically; the encoder reads its mirror decoder's copy):
 // prev = the previous frame's decoded tensor, as f32 values rounded to the tensor's dtype.

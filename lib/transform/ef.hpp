@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// ef — error feedback / memory compensation (ALGORITHMS.md "ef"; Seide et al. 2014, 1-bit SGD
+// ef — error feedback / memory compensation (docs/stages.md "ef"; Seide et al. 2014, 1-bit SGD
 // with error feedback; Stich, Cordonnier & Jaggi 2018 "Sparsified SGD with Memory", Alg. 1;
-// seed 001 §3.2 Alg. 2 (error-feedback SGD, Vogels et al. 2019); TCS seed 002 §II-B).
+// Makkar 2023 (survey) §3.2 Alg. 2 (error-feedback SGD, Vogels et al. 2019); TCS §II-B).
 //
 // Per tensor, an encoder-private memory m (zeros at the first frame and whenever the tensor's
 // element count changes):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Marsit's global compensation over a sequence (Marsit, seed 003, Algorithm 1 lines 1, 9-13;
-docs/merge.md): on real per-worker gradients over 8 frames, the accumulated error
+"""Marsit's global compensation over a sequence (Marsit, Wu, He, Guo et al. 2022, Algorithm 1
+lines 1, 9-13; docs/merge.md): on real per-worker gradients over 8 frames, the accumulated error
 ||sum_t mean_t - sum_t merged_t|| / ||sum_t mean_t|| is lower with compensation than without, in
 `bench --workers` (every seed) and in `merge --method marsit` of lossless worker containers;
 `--full-sync K` merges frames 0, K, ... in full precision; the options are refused where they do

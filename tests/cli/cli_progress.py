@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""The progress bar of long runs (DESIGN.md "Command line"): drawn on stderr when it is a terminal
+"""The progress bar of long runs (README.md "Commands"): drawn on stderr when it is a terminal
 (a pseudo-terminal here), never when stderr is a pipe or with --quiet; one line of at most 79
 columns, cleared before the summary, so the summary and warnings start at column 0; the output
 is the same bytes with and without the bar."""

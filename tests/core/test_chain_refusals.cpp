@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Typed-chain refusals that involve index coders (DESIGN.md "Pipelines": an ill-typed chain is
+// Typed-chain refusals that involve index coders (docs/grammar.md "Refusals": an ill-typed chain is
 // refused at parse time with a message that names the stage and lists what would fit), and the
 // implied `varint` after a sparsifier with no index coder. Cases with a sparsifier need `topk`
 // (and `randk`) to be registered.

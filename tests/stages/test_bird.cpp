@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// bird / bird+ (seed 000; ALGORITHMS.md "bird"):
+// bird / bird+ (Wu et al. 2023 (BIRD+); docs/stages.md "bird", "bird+"):
 //  - splitting shape by shape (4-D kernels, 2-D rows, other ranks by the last dimension, vectors,
 //    empty tensors) and the 1-D attach rule (sibling names and shapes, then end to end through
 //    SequenceEncoder and a real container: which bias entries are sent, dense vectors, no sibling);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// bloom (DeepReduce seed 004 §3): the filter's size and false-positive rate at ε = 0.01 on a top-1%
-// selection, the policy errors rate on real gradients (conflict sets clearly below random and
-// leftmost) as bench and inspect report it, false-positive-aware values, Algorithm 4's shifted
+// bloom (DeepReduce, Kostopoulou 2020 §3): the filter's size and false-positive rate at ε = 0.01 on
+// a top-1% selection, the policy errors rate on real gradients (conflict sets clearly below random
+// and leftmost) as bench and inspect report it, false-positive-aware values, Algorithm 4's shifted
 // assignment on the thesis's worked example, the conflict-set rule on the thesis's example,
 // deterministic decoding from the container alone, and refusal of corrupt streams.
 #include <catch2/catch.hpp>

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// curvefit (DeepReduce seed 004 §4): fp64 coefficients that reproduce the decoded values by the
-// documented wire format, positives and negatives fitted apart, the stored RMSE (reported by
-// bench and inspect), the value-order index stream counted honestly, fallbacks instead of
-// failures for singular fits, the double-exponential solver never producing NaN, parse-time
-// refusals, and corrupt-stream refusals.
+// curvefit (DeepReduce, Kostopoulou 2020 §4): fp64 coefficients that reproduce the decoded values
+// by the documented wire format, positives and negatives fitted apart, the stored RMSE (reported by
+// bench and inspect), the value-order index stream counted honestly, fallbacks instead of failures
+// for singular fits, the double-exponential solver never producing NaN, parse-time refusals, and
+// corrupt-stream refusals.
 #include <catch2/catch.hpp>
 
 #include "support.hpp"

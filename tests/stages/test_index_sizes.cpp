@@ -75,7 +75,8 @@ TEST_CASE("golomb uses SBC's b* and costs Σ(⌊g/2^b⌋ + 1 + b) bits plus its 
 }
 
 TEST_CASE("tcspos costs K·(log2 B + 1) + #blocks bits plus a 2-byte header", "[index]") {
-  // The paper's example (seed 002 eq. (18)): d = 12, φ = 1/4, positions 1, 3, 10 (1-based).
+  // The paper's example (TCS, Ozfatura, Ozfatura & Gündüz 2021, eq. (18)): d = 12, φ = 1/4,
+  // positions 1, 3, 10 (1-based).
   auto coder = make_coder({"tcspos", ""});
   auto ex = encode(*coder, 12, {0, 2, 9});
   REQUIRE(ex.size() == 2 + 2);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The TCS paper's top-K bit budget (seed 002 §III-C, Tables: "top-K … 0.41" bits per parameter for
-// ResNet-18, d = 11,173,962, φ = 1%, fp32 values, positions in the §II-E block code).
+// The TCS paper's top-K bit budget (Ozfatura et al. 2021 §III-C, Tables: "top-K … 0.41" bits per
+// parameter for ResNet-18, d = 11,173,962, φ = 1%, fp32 values, positions in the §II-E block code).
 //
 // Where 0.41 comes from: K = φ·d values of 32 bits give 32·φ = 0.32 bits/param. The position
 // code uses blocks of B = 2^⌈log2(1/φ)⌉ = 128; each kept position costs '1' + log2 B = 8 bits,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// marsit (lib/aggregate/marsit.*): the bitwise operator of Marsit (seed 003 eq. (2)), its
-// unbiasedness P(final bit = 1) = (#workers with 1)/M, and determinism.
+// marsit (lib/aggregate/marsit.*): the bitwise operator of Marsit (Wu, He, Guo et al. 2022,
+// eq. (2)), its unbiasedness P(final bit = 1) = (#workers with 1)/M, and determinism.
 #include "aggregate/marsit.hpp"
 #include "support.hpp"
 

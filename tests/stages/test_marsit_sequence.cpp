@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // MarsitSequence (gradcodec/merge.hpp): Marsit's global compensation and periodic full-precision
-// synchronisation over frames (seed 003, Algorithm 1 lines 1, 9–13). The compensation rule
+// synchronisation over frames (Marsit, Algorithm 1 lines 1, 9–13). The compensation rule
 // c ← g + c − g_t, the reset at full-precision frames, the equivalence with plain marsit when
 // turned off, and what the compensation buys: Σ_t g_t = Σ_t mean_t − mean_m c_T exactly (up to
 // f32 rounding), so the accumulated error stays bounded where plain marsit's grows with T.

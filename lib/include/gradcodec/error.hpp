@@ -10,7 +10,7 @@
 
 namespace gradcodec {
 
-// Pinned values: they are the CLI's exit statuses (DESIGN.md "Command line").
+// Pinned values: they are the CLI's exit statuses (README.md "Commands", docs/architecture.md).
 enum class ErrorCode : int {
   Usage = 1,     // bad pipeline text, bad parameter, bad option combination
   Input = 2,     // input file unreadable, unsupported or lying about itself

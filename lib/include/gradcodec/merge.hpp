@@ -3,9 +3,10 @@
 //
 // Workers 1..M hold the same tensors; they are aggregated along a ring in the order given (worker
 // 1 first). Four methods:
-//   marsit    Marsit's one-bit sign aggregation (seed 003 §4.1.1): the running sign bit meets each
-//             worker's bit through the seeded bitwise operator ⊙, so P(final bit = 1) = (#workers
-//             with bit 1)/M; output ±η with η = the mean of the workers' scales (or given).
+//   marsit    Marsit's one-bit sign aggregation (Wu, He, Guo et al. 2022 (Marsit) §4.1.1): the
+//             running sign bit meets each worker's bit through the seeded bitwise operator ⊙, so
+//             P(final bit = 1) = (#workers with bit 1)/M; output ±η with η = the mean of the
+//             workers' scales (or given).
 //   cascade   each hop decodes what it received, adds its own gradient and re-compresses the sum
 //             with ssdm (seeded); the final sum is divided by M (Marsit §3.2, appendix A s₃).
 //   majority  signSGD majority vote: bit = 1 when at least half of the workers have bit 1 (a tie
@@ -61,7 +62,7 @@ MergedValues merge_values(MergeMethod method, const std::vector<std::span<const 
                           const MergeKey& key, std::optional<double> eta = std::nullopt);
 
 // Marsit over a sequence of frames, with its global compensation and periodic full-precision
-// synchronisation (Marsit, seed 003, Algorithm 1 lines 1, 9–13 and §4.1.3; Algorithm 2 line 1).
+// synchronisation (Marsit, Algorithm 1 lines 1, 9–13 and §4.1.3; Algorithm 2 line 1).
 // Each worker m keeps, per tensor, a compensation vector c^(m), zero at the start. Frame t (t =
 // MergeKey::frame, frames given in order 0, 1, 2, ...):
 //   one-bit frame (full_sync = 0, or t mod full_sync ≠ 0): u^(m) = g^(m) + c^(m) (f32); the ring

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// gradcodec — error metrics between a tensor g and its reconstruction ĝ (ALGORITHMS.md "Metrics").
+// gradcodec — error metrics between a tensor g and its reconstruction ĝ (docs/bench.md "Fields").
 // Accumulate over any number of tensors, then read the totals.
 #pragma once
 
@@ -17,7 +17,7 @@ struct ErrorMetrics {
   double dot = 0;          // Σ g·ĝ
   double max_abs = 0;      // max |g − ĝ| over finite pairs
   uint64_t count = 0;      // finite pairs compared
-  uint64_t sign_agree = 0; // sign(g) == sign(ĝ), with 0 counted as + (ALGORITHMS.md convention)
+  uint64_t sign_agree = 0; // sign(g) == sign(ĝ), with 0 counted as + (the wire's sign convention)
   uint64_t nonfinite = 0;  // pairs with a NaN or Inf on either side (left out of the sums)
 
   // Adds one tensor pair (same element count; any floating dtypes).

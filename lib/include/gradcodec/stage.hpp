@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// gradcodec — the stage interface, one small interface per stage kind (DESIGN.md "Pipelines").
+// gradcodec — the stage interface, one small interface per stage kind (docs/architecture.md, docs/grammar.md).
 //
 // A pipeline is   transform* [sparsifier | lowrank] [quantizer] [index coder] lossless*
 // Encoding runs the stages left to right over a Payload; decoding runs them right to left:

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// gradcodec — tensors and snapshots, the data model of DESIGN.md.
+// gradcodec — tensors and snapshots, the data model (docs/architecture.md, docs/formats.md).
 #pragma once
 
 #include <cstddef>
