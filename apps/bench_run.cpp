@@ -46,8 +46,8 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
   eo.nonfinite = s.nonfinite;
   eo.time_stages = timed;
   // The previous run's container is deleted before the clock starts: replacing it in place made
-  // the kernel free its pages inside the timed run, serially (0.5-0.9 ms of signsgd's ~9 ms
-  // two-thread encode of a 244 MB snapshot, whose container is 7.6 MB).
+  // the kernel free its pages inside the timed run, serially (a measurable share of a fast
+  // preset's encode: docs/performance.md, "Figures behind design choices").
   std::error_code ec;
   std::filesystem::remove(path, ec);
   auto start = Clock::now();
@@ -161,9 +161,8 @@ BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, cons
   // A second, untimed encode and decode, so that every timed run reuses memory a run before it
   // freed (bench serves blocks up to 32 MiB from a heap it never trims; apps/common.cpp). The
   // first decode after the warm-up grows the heap while the warm-up's decoded tensors are still
-  // held, and pays the kernel's first touch of those pages: on the VGG16 snapshot, bird+'s
-  // `--repeat 1` decode took 20-92 ms without this run and 3.4-3.9 ms with it (encode 10-17 ms
-  // against 4.6-4.9 ms).
+  // held, and pays the kernel's first touch of those pages: without this run a `--repeat 1`
+  // timing is mostly page faults (docs/performance.md, "Figures behind design choices").
   {
     EncodeResult again = encode_all(pipeline, frames, 0, s, path, false);
     if (again.bytes != first.bytes)

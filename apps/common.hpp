@@ -93,21 +93,21 @@ uint64_t parse_memory_limit(const std::string& s);
 // glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB), after
 // which tensor-sized buffers come from the heaps of the worker threads' arenas, where freed space
 // stays resident and fragments: `encode --preset lossless` with 2 threads on a 2 GB snapshot
-// peaked at ~100 MB instead of ~74 MB (the bound is 3 × largest tensor + 64 MB,
+// peaked well above what it needed (the bound is 3 × largest tensor + 64 MB,
 // docs/performance.md). A fixed threshold keeps every buffer of 4 MiB or more in its own
 // mapping, returned when freed. Below it, up to 4 MiB of freed heap per arena is kept rather
 // than trimmed: a record's buffers (a code stream, norms) freed after each tensor were faulted
-// in again for the next one (~19% of a 2-thread qsgd4 encode; 0.20 → 0.13 s on VGG16×4).
+// in again for the next one (docs/performance.md, "Figures behind design choices").
 // For the subcommands that stream tensors through worker threads.
 void bound_heap_growth();
 // The opposite choice, for `bench`'s timed runs and for `decode`: blocks up to 32 MiB (glibc's
 // largest threshold) come from the heap and freed heap memory stays mapped, so each tensor
 // reuses the memory the one before it freed instead of faulting in fresh pages. `bench` reuses
 // it as lzbench and `zstd -b` reuse their buffers (the figures are the codec's, not the
-// kernel's; the page faults took 36% of its decode time on the VMs measured here,
-// docs/performance.md). `decode --threads 2` of a 590 MB topk-1pct container, where decoded
-// tensors are freed on another thread than the one that made them: 14,500 page faults and
-// 0.35 s with glibc's defaults, 5,900 and 0.25 s with this (one thread: 0.26 s either way).
+// kernel's, whose page faults took a large share of its decode time otherwise).
+// `decode --threads 2`, where decoded tensors are freed on another thread than the one that made
+// them, faults in fewer pages and is faster with this (docs/performance.md, "Figures behind
+// design choices").
 void reuse_freed_heap();
 
 // "12.3 MB"-style sizes with MB = 10^6 bytes.

@@ -14,8 +14,8 @@
 //   each iteration's new-thread time ÷ helper time.
 //
 // Waking a waiting thread: run_ordered (lib/core/ordered_pool.*) on 2 threads, committing on any
-// thread, over 256 items of ~20 µs of arithmetic each whose commit takes ~5 µs; each item holds
-// its bytes until its commit, so the memory budget lets ~2 run at a time and a thread often
+// thread, over 256 items of 20,000 steps of arithmetic each whose commit takes 5,000; each item
+// holds its bytes until its commit, so the memory budget lets ~2 run at a time and a thread often
 // waits for a commit (as lossless's encode waits on its records).
 //
 //   BM_ordered_pool               its threads poll before they sleep (the default) against

@@ -94,7 +94,9 @@ void two_threads(benchmark::State& state, uint64_t (*loop)(int64_t), int64_t n) 
   state.counters["speedup"] = ratio.empty() ? 0 : ratio[ratio.size() / 2];
 }
 
-// About 20–30 ms per loop run here.
+// Loop lengths: one loop run long enough to time with the steady clock, short enough for 15
+// iterations of the one- and two-thread runs (a run's time: docs/performance.md, "Figures behind
+// design choices").
 const bool registered = [] {
   auto add = [](const char* name, uint64_t (*loop)(int64_t), int64_t n) {
     benchmark::RegisterBenchmark(name, two_threads, loop, n)->Iterations(15)->UseManualTime()->Unit(benchmark::kMillisecond);

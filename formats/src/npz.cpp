@@ -73,8 +73,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // The archive as libzip sees it: the InputFile's bytes through read_at(), which a file opened
 // `readable` serves with pread. The members' bytes are then copied from the page cache into the
 // tensors' buffers and never mapped into the process, so reading a member neither faults in its
-// pages (~1.6 µs each on the VMs measured here) nor leaves them in the resident set: encoding a
-// 590 MB npz held 600 MB resident when libzip read the mapping.
+// pages nor leaves them in the resident set (as when libzip read the mapping: docs/performance.md,
+// "Figures behind design choices").
 struct FileSource {
   std::shared_ptr<const InputFile> file;
   uint64_t pos = 0;

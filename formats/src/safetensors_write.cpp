@@ -147,10 +147,11 @@ class SafetensorsWriter final : public SnapshotWriter {
     return item;
   }
 
-  // The header is built entry by entry: an nlohmann::ordered_json object finds each new key by
-  // a linear search, which made a header of n tensors (or n metadata keys) cost O(n^2): 100,000
-  // tiny tensors took 24 s. Each key and entry is dumped on its own and appended, the same bytes
-  // as dumping the whole object (no indent: no whitespace between tokens), in O(total size).
+  // The header is built entry by entry: an nlohmann::ordered_json object finds each new key by a
+  // linear search, which made a header of n tensors (or n metadata keys) cost O(n^2) (see
+  // docs/performance.md, "Figures behind design choices"). Each key and entry is dumped on its own
+  // and appended, the same bytes as dumping the whole object (no indent: no whitespace between
+  // tokens), in O(total size).
   void write_header() {
     // The input's own metadata when it had some (set_metadata), else what PyTorch writes; a key
     // given twice keeps its first place and its last value (as assigning into an ordered object).

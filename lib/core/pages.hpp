@@ -21,8 +21,8 @@ void advise_huge_pages(const void* p, size_t bytes) noexcept;
 void populate_read(const void* p, size_t bytes) noexcept;
 
 // Maps [p, p + bytes), fresh memory about to be written, in one system call instead of a page
-// fault per 4 KiB page (MADV_POPULATE_WRITE, Linux 5.14): on the VMs measured here a fault
-// costs ~11 µs, and populating 1 MiB at a time writes fresh memory about 4× as fast. The pages
+// fault per 4 KiB page (MADV_POPULATE_WRITE, Linux 5.14), which writes fresh memory several times
+// as fast (docs/performance.md, "Figures behind design choices"). The pages
 // become resident as a write would make them; pages already mapped are left as they are (a
 // group of 256 whose pages are all mapped costs one mincore call). Below 64 KiB it does nothing.
 // Never fails.

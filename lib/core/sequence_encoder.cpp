@@ -59,8 +59,8 @@ void check_storable(const TensorInfo& info, const std::string& source) {
 // Slack of the pool's memory budget beyond threads × the largest tensor (run_ordered's
 // min_slack): finished records wait for the writer while the other threads go on. With
 // `lossless` on 110 VGG16 tensors of at most 9.4 MB, a record is ~85% of its tensor, and with ½ ×
-// the largest tensor of slack a thread waited for room while another wrote (up to 38 ms of a
-// ~150 ms two-thread encode). 16 MiB fits in the + 64 MB of the memory bound (peak RSS ≤ 3 × the
+// the largest tensor of slack a thread waited for room while another wrote (docs/performance.md).
+// 16 MiB fits in the + 64 MB of the memory bound (peak RSS ≤ 3 × the
 // largest tensor + 64 MB, checked by tests/cli/cli_memory.py) and changes nothing for tensors
 // over 32 MiB.
 constexpr uint64_t kEncodeSlack = uint64_t{16} << 20;

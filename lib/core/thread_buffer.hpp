@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Working buffers kept per thread between tensors. A decode reads each tensor through a few
 // buffers of up to 1 MiB (a chunk of the container file, a run of shuffle's planes); fresh ones
-// would cost their pages' first touch for every tensor (on the VMs measured here ~11 µs per
-// 4 KiB page, ~2.8 ms per MiB), a kept one has them mapped. The library stays free of global
+// would cost their pages' first touch for every tensor (docs/performance.md, "Figures behind
+// design choices"), a kept one has them mapped. The library stays free of global
 // state visible to callers: a buffer's bytes are unspecified when taken, as new[]'s are.
 #pragma once
 #include <cstddef>

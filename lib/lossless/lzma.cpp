@@ -9,8 +9,8 @@ namespace {
 
 // The preset's options with the dictionary capped at `size` (rounded up to a power of two, at
 // least LZMA_DICT_SIZE_MIN): a raw LZMA2 stream never refers further back than its own length,
-// so a larger dictionary only costs its set-up (about 5 ms for preset 6's 8 MiB, per stream,
-// on both sides) and changes no byte of the output.
+// so a larger dictionary only costs its set-up (per stream, on both sides; docs/performance.md,
+// "Figures behind design choices") and changes no byte of the output.
 lzma_options_lzma options_for(uint32_t preset, uint64_t size, bool for_decode) {
   lzma_options_lzma opt{};
   if (lzma_lzma_preset(&opt, preset))

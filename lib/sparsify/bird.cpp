@@ -98,7 +98,8 @@ class Bird final : public Reducer {
     size_t first_failed = SIZE_MAX;  // the lowest-numbered weight seen failing; guarded by load_mu
     auto work = [&] {
       // Norm buffers per worker, kept across its weights: fresh ones per tensor cost page faults
-      // and zero-filling (~30% of the plan's time on VGG16); their contents are overwritten.
+      // and zero-filling (a large share of the plan's time: docs/performance.md); their contents
+      // are overwritten.
       std::vector<float> l1, linf;
       for (;;) {
         std::unique_lock<std::mutex> lk(load_mu);

@@ -180,8 +180,8 @@ __attribute__((target("avx2"))) inline void transpose8(const uint8_t* p, uint64_
 // Norms of the first 16·⌊blocks/16⌋ blocks of 8 ≤ m < 16 elements at x, 16 at a time as two
 // groups of 8 lanes (block j of a group in lane j). A group's columns 0–7 come from one
 // transpose of its eight rows, columns 8…m−1 from the last m−8 columns of a second transpose
-// taken at column m−8 (for 3×3 kernels, m = 9, the one column is gathered instead: 1.13-1.15×
-// BM_bird_norms/9), so each lane adds its block's elements in order, exactly as run_norms
+// taken at column m−8 (for 3×3 kernels, m = 9, the one column is gathered instead, which is
+// faster on BM_bird_norms/9), so each lane adds its block's elements in order, exactly as run_norms
 // does (max(a, mx) is a > mx ? a : mx). Reads only the blocks' own bytes. Returns the blocks done.
 // kNine is m = 9, a loop of its own: with the other widths' runtime column range in the same
 // loop, the compiler kept the transposed columns in memory.
@@ -280,14 +280,15 @@ __attribute__((target("avx2"))) uint64_t mid_norms_avx2(const uint8_t* x, uint64
 
 // Norms of `blocks` blocks of m elements starting at element `first`. A block of one element is
 // |x| itself (0 + |x|, and NaN is no maximum). Blocks shorter than 16 (conv kernels) are done
-// several at a time, interleaved: each block still adds its elements in order (the same
-// arithmetic as run_norms), but independent chains hide the add latency. With AVX2 (and
-// `wide`), 8 ≤ m < 16 go 16 at a time (norms_avx2; 1.15-1.25× the SSE2 loop on a memory-resident
-// tensor: BM_bird_norms/9 against BM_bird_norms_without_avx2/9); with SSE2 the
-// others go 16 at a time as four 4-lane groups (small_norms_sse; 10-15% faster than two groups
-// on VGG16), then 8 at a time as two; the rest 8 at a time in scalar lanes. With AVX2 (and
-// `wide`), blocks of 16 ≤ m < kMidBlock go 8 at a time (mid_norms_avx2: 2.8× run_norms block by
-// block on 5×5 kernels, BM_bird_norms/25 against BM_bird_norms_without_avx2/25).
+// several at a time, interleaved: each block still adds its elements in order (the same arithmetic
+// as run_norms), but independent chains hide the add latency. With AVX2 (and `wide`), 8 ≤ m < 16 go
+// 16 at a time (norms_avx2; faster than the SSE2 loop on a memory-resident tensor: BM_bird_norms/9
+// against BM_bird_norms_without_avx2/9); with SSE2 the others go 16 at a time as four 4-lane groups
+// (small_norms_sse; faster than two groups on VGG16), then 8 at a time as two; the rest 8 at a time
+// in scalar lanes. With AVX2 (and `wide`), blocks of 16 ≤ m < kMidBlock go 8 at a time
+// (mid_norms_avx2: faster than run_norms block by block on 5×5 kernels, BM_bird_norms/25 against
+// BM_bird_norms_without_avx2/25). The measured gains: docs/performance.md, "Figures behind design
+// choices".
 // `pf` covers the whole run of blocks this call is part of.
 template <class Ld>
 void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float* l1, float* linf, Prefetcher& pf,
@@ -355,8 +356,8 @@ void norms_into(const Ld& ld, uint64_t first, uint64_t blocks, uint64_t m, float
 // The first 32·⌊n/32⌋ elements of v in one AVX2 pass: their largest (max_ps(x, top) is
 // x > top ? x : top from 0, as in bird_max: NaN never enters, so the grouping cannot change the
 // maximum) and whether any is Inf or NaN (|x| > FLT_MAX, or unordered). Returns the elements done.
-// Two scalar passes (bird_max, then the bits of each element) took a fifth of the time of the
-// 3×3 norms they summarise (in-cache norms over 6.4·10⁴ floats: 36 against 44 GB/s without).
+// Two scalar passes (bird_max, then the bits of each element) cost a sizeable share of the time
+// of the 3×3 norms they summarise (docs/performance.md, "Figures behind design choices").
 __attribute__((target("avx2"))) uint64_t scan_avx2(const float* v, uint64_t n, float& top, bool& nonfinite) noexcept {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 largest = _mm256_set1_ps(FLT_MAX);

@@ -350,8 +350,9 @@ TEST_CASE("zstd reading pieces writes the frame of the whole input; other stages
       if (std::string(text).find("level=-") == std::string::npos) CHECK(got == want);
       else CHECK(static_cast<double>(got.size()) <= 1.01 * static_cast<double>(want.size()) + 64);
       CHECK(l.decode(got, shuffled.size()) == shuffled);
-      // The record holds zstd's bound for its input, not a 128 KiB output step more (40000
-      // one-element tensors once took 25 s to encode, each record reserving and zeroing that).
+      // The record holds zstd's bound for its input, not a 128 KiB output step more (each record
+      // reserving and zeroing that made many one-element tensors slow to encode; the figure is in
+      // docs/performance.md, "Figures behind design choices").
       const size_t room = in.size() + in.size() / 128 + 1024;
       if (l.reads_pieces()) CHECK(got.capacity() <= room);
       if (l.reads_pieces()) CHECK(want.capacity() <= room);
