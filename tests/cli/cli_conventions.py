@@ -49,7 +49,7 @@ def test_sources_name_papers_by_authors_and_year():
                                                 if f.endswith(".md")]
     docs += [os.path.join(root, "docs", "stages.d", f) for f in os.listdir(os.path.join(root, "docs", "stages.d"))]
     for d in docs:
-        found = re.findall(r"seed (?:\d{3}|NNN)\b", open(d).read())
+        found = re.findall(r"[Ss]eed (?:\d{3}|NNN)\b", open(d).read())
         assert not found, (d, found)
     text = run("list", "stages")[0].decode()
     assert "seed 00" not in text

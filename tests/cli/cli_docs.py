@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Every registered stage has its section in docs/stages.md, every doc link points inside the
-repository, every preset appears in the README or docs, and docs/stages.md is what
-docs/make_stages.sh assembles from docs/stages.d/."""
+"""Every registered stage has its section in docs/stages.md, with its normative wire layout apart
+from its implementation notes; every doc link points inside the repository; every preset appears
+in the README or docs; docs/stages.md is what docs/make_stages.sh assembles from docs/stages.d/;
+and no doc, comment, test or script cites a document the repository does not hold."""
 import os
 import re
 import subprocess
@@ -73,14 +74,70 @@ def test_doc_links_and_paths_point_inside_the_repository():
 
 
 def test_user_facing_text_cites_no_unshipped_document():
-    """The design notes the project was specified from are not in a clone: docs and the stage and
+    """The notes the project was specified from are not in a clone: docs and the stage and
     preset lists cite the papers and docs/stages.md, never those notes."""
     texts = {"list stages": run("list", "stages")[0].decode(), "list presets": run("list", "presets")[0].decode()}
     for f in ["README.md"] + [os.path.join("docs", f) for f in os.listdir(os.path.join(ROOT, "docs"))
                               if f.endswith(".md")]:
         texts[f] = open(os.path.join(ROOT, f)).read()
-    bad = [k for k, t in texts.items() if re.search(r"ALGORITHMS\.md|DESIGN\.md|STYLE\.md|BUILD-FACTS\.md", t)]
+    bad = [k for k, t in texts.items() if re.search(r"ALGORITHMS\.md|DESIGN\.md|STYLE\.md|BUILD[-]FACTS\.md", t)]
     assert not bad, f"cites a document the repository does not hold: {bad}"
+
+
+def test_every_stage_section_separates_wire_layout_from_implementation_notes():
+    """Each '### stage' section of docs/stages.md states the normative wire layout (what any
+    decoder must read the same way) under "**Wire layout (normative).**", apart from, and before,
+    how this encoder chooses, runs fast and buffers, under "**Implementation notes.**"."""
+    doc = open(os.path.join(ROOT, "docs", "stages.md")).read()
+    sections = re.split(r"(?m)^### ", doc)[1:]
+    assert sections, "docs/stages.md has no '### stage' section"
+    bad = []
+    for s in sections:
+        body = re.split(r"(?m)^##? ", s)[0]  # up to the next kind's heading
+        w, i = body.find("**Wire layout (normative).**"), body.find("**Implementation notes.**")
+        if w < 0 or i < 0 or w > i:
+            bad.append(s.split(None, 1)[0])
+    assert not bad, f"stage sections without a wire layout, then implementation notes: {bad}"
+
+
+# What a clone lacks: the notes the project was specified from (by file name), the folder of
+# papers it numbered from 000 up ("seed" and the number), and any docs/*.md path that is not in
+# docs/. The patterns are written so that this file does not match itself.
+UNSHIPPED = re.compile(r"\b(?:DESIGN|ALGORITHMS|STYLE)\.md\b|\bBUILD-FACTS\b|\bdesign[ ]notes?\b"
+                       r"|\b[Ss]eeds?[ ]?[0-9]{3}\b|(?:^|[\s\"'`(/])seeds/")
+DOC_PATH = re.compile(r"\bdocs/[A-Za-z0-9_./-]*?\.md\b")
+SOURCE_DIRS = ["lib", "apps", "formats", "tests", "bench", "scripts", "cmake"]
+
+
+def source_text_files():
+    """(relative path, text) of every text file under SOURCE_DIRS (files with a NUL byte are data)."""
+    for top in SOURCE_DIRS:
+        for dirpath, dirnames, files in os.walk(os.path.join(ROOT, top)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("build"))
+            for f in sorted(files):
+                full = os.path.join(dirpath, f)
+                data = open(full, "rb").read()
+                if b"\0" not in data:
+                    yield os.path.relpath(full, ROOT), data.decode("utf-8", "replace")
+
+
+def test_sources_cite_no_unshipped_document():
+    """Comments, tests and scripts cite papers by authors and year and the repository's own docs:
+    never the notes or numbered papers the project was written from (a clone has none of them),
+    nor a docs/*.md page that does not exist. Names file:line."""
+    bad = []
+    for rel, text in source_text_files():
+        lines = text.splitlines()
+        for n, line in enumerate(lines, 1):
+            for m in UNSHIPPED.finditer(line):
+                bad.append(f"{rel}:{n}: {m.group(0).strip()}")
+            nxt = re.match(r"\s*(?://+|#|\*)?\s*([0-9]{3})\b", lines[n]) if n < len(lines) else None
+            if nxt and re.search(r"\b[Ss]eeds?\s*$", line):  # the number wrapped onto the next line
+                bad.append(f"{rel}:{n}: {line.split()[-1]} {nxt.group(1)}")
+            for m in DOC_PATH.finditer(line):
+                if not os.path.isfile(os.path.join(ROOT, m.group(0))):
+                    bad.append(f"{rel}:{n}: {m.group(0)} (no such file)")
+    assert not bad, f"{len(bad)} citations of documents the repository does not hold:\n  " + "\n  ".join(bad)
 
 
 clitest.run_all(globals())
