@@ -31,9 +31,9 @@ struct DecodeArgs {
 // The key/value metadata each frame's input file had (safetensors __metadata__), from the
 // header's description of the inputs (encode writes one input per frame); empty where there was
 // none or the description says nothing usable.
-std::vector<std::vector<std::pair<std::string, std::string>>> input_metadata(const ContainerReader& r) {
+std::vector<std::vector<std::pair<std::string, std::string>>> input_metadata(const Decoder& r) {
   std::vector<std::vector<std::pair<std::string, std::string>>> out(r.frame_count());
-  const auto j = parse_json_capped<nlohmann::ordered_json>(r.header().inputs_json).value;
+  const auto j = parse_json_capped<nlohmann::ordered_json>(r.inputs_json()).value;
   if (!j.is_array() || j.size() != out.size()) return out;
   for (size_t f = 0; f < out.size(); ++f) {
     if (!j[f].is_object() || !j[f].contains("metadata") || !j[f]["metadata"].is_object()) continue;
@@ -54,9 +54,9 @@ bool is_special(const std::string& out, bool& char_device) {
 
 // Each frame's input's HDF5 attributes (the header's inputs[f].hdf5_attributes, as JSON text),
 // "" where there are none; with `tensor`, only the groups' and that tensor's.
-std::vector<std::string> input_attributes(const ContainerReader& r, const std::string& tensor) {
+std::vector<std::string> input_attributes(const Decoder& r, const std::string& tensor) {
   std::vector<std::string> out(r.frame_count());
-  const auto j = nlohmann::ordered_json::parse(r.header().inputs_json, nullptr, false);
+  const auto j = nlohmann::ordered_json::parse(r.inputs_json(), nullptr, false);
   if (!j.is_array() || j.size() != out.size()) return out;
   for (size_t f = 0; f < out.size(); ++f) {
     if (!j[f].is_object() || !j[f].contains("hdf5_attributes") || !j[f]["hdf5_attributes"].is_array()) continue;
@@ -85,16 +85,15 @@ int run_decode(const DecodeArgs& a) {
   if (a.output == "-" && ::isatty(STDOUT_FILENO))
     fail(ErrorCode::Usage, "refusing to write binary output to a terminal (redirect it or use -o FILE)");
   reuse_freed_heap();
-  ContainerReader reader = open_container(a.input);
-  formats::format_for_output(a.output);  // a usage error before any work
-  DecodeOptions dopt;
+  DecoderOptions dopt;
   if (!a.memory_limit.empty()) dopt.memory_limit = parse_memory_limit(a.memory_limit);
-  dopt.threads = thread_count(a.threads);
-  SequenceDecoder dec(reader, dopt);
+  dopt.threads = a.threads;
+  Decoder dec = Decoder::open(a.input, dopt);
+  formats::format_for_output(a.output);  // a usage error before any work
   std::vector<size_t> frames;
   if (a.frame) {
     // Python's rule: -1 is the last frame, -N the first of N.
-    const long long n = static_cast<long long>(reader.frame_count());
+    const long long n = static_cast<long long>(dec.frame_count());
     const long long f = *a.frame < 0 ? *a.frame + n : *a.frame;
     if (f < 0 || f >= n)
       fail(ErrorCode::Usage, "--frame " + std::to_string(*a.frame) + ": the container holds " + std::to_string(n) +
@@ -102,7 +101,7 @@ int run_decode(const DecodeArgs& a) {
                                  "..-1 counting from the end");
     frames.push_back(static_cast<size_t>(f));
   } else {
-    for (size_t f = 0; f < reader.frame_count(); ++f) frames.push_back(f);
+    for (size_t f = 0; f < dec.frame_count(); ++f) frames.push_back(f);
   }
   // Several frames into one stream: a character device (/dev/null, to check that every frame
   // decodes) takes each frame in turn; stdout, a FIFO or another device would get several
@@ -115,15 +114,16 @@ int run_decode(const DecodeArgs& a) {
                                (a.output == "-" ? std::string("stdout") : a.output));
   // The bar counts the decoded tensors' bytes (with --tensor, one tensor per frame).
   uint64_t total = 0;
-  for (size_t f : frames)
-    for (size_t i = 0; i < reader.record_count(f); ++i) {
-      const TensorInfo& t = reader.record(f, i).info;
+  std::vector<std::vector<TensorInfo>> infos(dec.frame_count());
+  for (size_t f : frames) {
+    infos[f] = dec.tensors(f);
+    for (const TensorInfo& t : infos[f])
       if (a.tensor.empty() || t.name == a.tensor) total += t.elements() * dtype_size(t.dtype);
-    }
+  }
   ProgressBar bar("decode", total, ProgressBar::Unit::Bytes);
   auto advance = [&bar](const Tensor& t) { bar.advance(t.elements() * dtype_size(t.dtype()), t.name()); };
-  const auto metadata = input_metadata(reader);
-  const auto attributes = input_attributes(reader, a.tensor);
+  const auto metadata = input_metadata(dec);
+  const auto attributes = input_attributes(dec, a.tensor);
   for (size_t f : frames)  // a directory is a valid output here (one .npy per tensor)
     check_output_path(a.frame ? a.output : frame_path(a.output, f, frames.size()), {a.input}, true);
   // Every frame's file is completed under a temporary name, and renamed into place only once
@@ -154,15 +154,15 @@ int run_decode(const DecodeArgs& a) {
     if (!a.tensor.empty()) {
       size_t found = SIZE_MAX;
       std::string names;
-      for (size_t i = 0; i < reader.record_count(f); ++i) {
-        std::string n = reader.record(f, i).info.name;
+      for (size_t i = 0; i < infos[f].size(); ++i) {
+        const std::string& n = infos[f][i].name;
         if (n == a.tensor) found = i;
         if (names.size() < 200) names += (names.empty() ? "" : ", ") + n;
       }
       if (found == SIZE_MAX)
         fail(ErrorCode::Usage, "no tensor '" + a.tensor + "' in frame " + std::to_string(f) + " (tensors: " + names +
                                    (names.size() >= 200 ? ", ..." : "") + ")");
-      if (out != "-") writer->expect({reader.record(f, found).info});
+      if (out != "-") writer->expect({infos[f][found]});
       Tensor t = dec.decode(f, found);
       writer->add(t);
       advance(t);
@@ -171,11 +171,7 @@ int run_decode(const DecodeArgs& a) {
       // Announced first, so that a writer can write each tensor as it is decoded (a file is
       // written under a temporary name and removed on failure; stdout gets nothing until every
       // tensor has decoded, so it is not announced there).
-      if (out != "-") {
-        std::vector<TensorInfo> infos;
-        for (size_t i = 0; i < reader.record_count(f); ++i) infos.push_back(reader.record(f, i).info);
-        writer->expect(infos);
-      }
+      if (out != "-") writer->expect(infos[f]);
       dec.decode_frame(f, [&](Tensor&& t) {
         check_inputs_unchanged();  // the container shrank: its zeros are not written on
         writer->add(t);

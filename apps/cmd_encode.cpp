@@ -36,14 +36,16 @@ int run_encode(const EncodeArgs& a) {
   if (stdin_uses > 1) fail(ErrorCode::Usage, "standard input ('-') can be read only once");
   check_output_path(a.output, a.inputs);
   check_container_name(a.output, a.force_name);
-  Pipeline pipeline = choose_pipeline(a.preset, a.pipeline);
-  EncodeOptions eo;
+  EncoderOptions eo;
+  eo.preset = a.preset;
+  eo.pipeline = a.pipeline;
   eo.seed = a.seed;
   eo.keyframe_interval = a.keyframe_interval;
   eo.nonfinite = a.nonfinite;
-  eo.threads = thread_count(a.threads);
+  eo.threads = a.threads;
+  eo.overwrite = a.force;
   if (!a.memory_limit.empty()) eo.memory_limit = parse_memory_limit(a.memory_limit);
-
+  canonical_pipeline(eo);  // a bad preset or pipeline is refused before any input is opened
   // Open (and validate) every input before creating the output.
   std::vector<OpenInput> inputs;
   nlohmann::ordered_json desc = nlohmann::ordered_json::array();
@@ -77,28 +79,22 @@ int run_encode(const EncodeArgs& a) {
     eo.progress = [&bar](const TensorInfo& t) {
       if (is_float(t.dtype)) bar.advance(t.elements() * dtype_size(t.dtype), t.name);
     };
-  SequenceEncoder enc(pipeline, eo);
-  ContainerWriter writer(a.output, a.force, enc.header(desc.dump()));
-  uint64_t in_bytes = 0, elements = 0, tensors = 0;
+  eo.inputs_json = desc.dump();
+  Encoder enc = Encoder::to_path(a.output, eo);
   for (auto& in : inputs) {
     FrameSource src = frame_source(in);
     src.recorded = recorded_path(in.path, a.record_paths);
-    for (const auto& o : enc.encode_frame(src, writer)) {
-      in_bytes += o.input_bytes;
-      if (is_float(o.info.dtype)) elements += o.info.elements();
-      ++tensors;
-    }
+    enc.add_frame(src);
   }
-  writer.finish();
+  const EncodeSummary s = enc.finish();
   bar.finish();
-  const uint64_t out_bytes = writer.bytes_written();
   if (!quiet())
-    std::fprintf(stderr, "gradcodec: %s: %zu frame(s), %llu tensor(s), %s -> %s (ratio %.2fx, %s)\n",
-                 a.output == "-" ? "<stdout>" : a.output.c_str(), inputs.size(),
-                 static_cast<unsigned long long>(tensors), human_bytes(in_bytes).c_str(),
-                 human_bytes(out_bytes).c_str(), out_bytes ? double(in_bytes) / double(out_bytes) : 0.0,
-                 elements ? format("%.3f bits/param", 8.0 * double(out_bytes) / double(elements)).c_str()
-                          : "no floating-point parameters");
+    std::fprintf(stderr, "gradcodec: %s: %llu frame(s), %llu tensor(s), %s -> %s (ratio %.2fx, %s)\n",
+                 a.output == "-" ? "<stdout>" : a.output.c_str(), static_cast<unsigned long long>(s.frames),
+                 static_cast<unsigned long long>(s.tensors), human_bytes(s.input_bytes).c_str(),
+                 human_bytes(s.output_bytes).c_str(), s.ratio(),
+                 s.float_elements ? format("%.3f bits/param", s.bits_per_parameter()).c_str()
+                                  : "no floating-point parameters");
   return 0;
 }
 

@@ -241,14 +241,8 @@ void check_container_name(const std::string& output, bool force_name) {
 
 ContainerReader open_container(const std::string& path) {
   auto file = ContainerReader::open_file(path);
-  static const char kGcz[8] = {'\x89', 'G', 'C', 'Z', '\r', '\n', '\x1a', '\n'};
-  const bool gcz = file->size() >= 8 && std::memcmp(file->data(), kGcz, 8) == 0;
-  if (!gcz)
-    if (auto f = formats::sniff_format(file->data(), file->size()))
-      fail(ErrorCode::Input, file->path() + ": this is " +
-                                 (*f == formats::Format::Npz || *f == formats::Format::Npy ? "an " : "a ") +
-                                 formats::format_title(*f) +
-                                 " file, not a gradcodec container; `gradcodec encode` compresses it");
+  if (auto what = formats::snapshot_not_container(file->data(), file->size()))
+    fail(ErrorCode::Input, file->path() + ": " + *what);
   return ContainerReader(std::move(file));
 }
 

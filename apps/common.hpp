@@ -4,6 +4,7 @@
 
 #include <gradcodec/codec.hpp>
 #include <gradcodec/error.hpp>
+#include <gradcodec/gradcodec.hpp>
 #include <gradcodec/formats/snapshot_io.hpp>
 
 #include <CLI/CLI.hpp>

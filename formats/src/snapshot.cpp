@@ -112,6 +112,15 @@ const char* format_title(Format f) noexcept {
   return "?";
 }
 
+std::optional<std::string> snapshot_not_container(const uint8_t* data, uint64_t size) {
+  static const char kGcz[8] = {'\x89', 'G', 'C', 'Z', '\r', '\n', '\x1a', '\n'};
+  if (size >= 8 && std::memcmp(data, kGcz, 8) == 0) return std::nullopt;
+  const auto f = sniff_format(data, size);
+  if (!f) return std::nullopt;
+  return std::string("this is ") + (*f == Format::Npz || *f == Format::Npy ? "an " : "a ") + format_title(*f) +
+         " file, not a gradcodec container; `gradcodec encode` compresses it";
+}
+
 std::optional<Format> sniff_format(const uint8_t* d, uint64_t size) noexcept {
   const std::optional<Format> f = format_by_magic(d, size);
   if (f != Format::Safetensors) return f;

@@ -125,7 +125,22 @@ uint64_t RecordMeta::stream_bytes() const noexcept {
 // ---------------------------------------------------------------- writer
 
 struct ContainerWriter::Impl {
-  AtomicOutput out;
+  // A named file (AtomicOutput: temporary + rename) or a caller's sink; `out` writes to either.
+  struct Out {
+    std::unique_ptr<AtomicOutput> file;
+    ByteSink* sink = nullptr;
+    uint64_t written = 0;
+    void write(const void* data, size_t n) {
+      if (file) return file->write(data, n);
+      sink->write(data, n);
+      written += n;
+    }
+    uint64_t position() const noexcept { return file ? file->position() : written; }
+    void commit() {
+      if (file) return file->commit();
+      sink->finish();
+    }
+  } out;
   struct Frame {
     uint64_t offset;
     std::vector<std::pair<uint64_t, uint64_t>> records;
@@ -136,7 +151,9 @@ struct ContainerWriter::Impl {
   bool in_frame = false;
   bool finished = false;
 
-  Impl(const std::string& path, bool overwrite) : out(path, overwrite) {}
+  explicit Impl(std::unique_ptr<AtomicOutput> file) { out.file = std::move(file); }
+  explicit Impl(ByteSink& sink) { out.sink = &sink; }
+  void write_preamble(const ContainerHeader& h);
 
   void section(const char* tag, const std::vector<uint8_t>& payload, bool u64_len) {
     std::vector<uint8_t> head;
@@ -156,7 +173,15 @@ struct ContainerWriter::Impl {
 };
 
 ContainerWriter::ContainerWriter(const std::string& path, bool overwrite, const ContainerHeader& h)
-    : impl_(std::make_unique<Impl>(path, overwrite)) {
+    : impl_(std::make_unique<Impl>(std::make_unique<AtomicOutput>(path, overwrite))) {
+  impl_->write_preamble(h);
+}
+
+ContainerWriter::ContainerWriter(ByteSink& sink, const ContainerHeader& h) : impl_(std::make_unique<Impl>(sink)) {
+  impl_->write_preamble(h);
+}
+
+void ContainerWriter::Impl::write_preamble(const ContainerHeader& h) {
   nlohmann::ordered_json j;
   j["format"] = "gcz";
   j["tool"] = h.tool;
@@ -176,7 +201,7 @@ ContainerWriter::ContainerWriter(const std::string& path, bool overwrite, const 
   w.bytes(text.data(), text.size());
   uint64_t sum = xxh3(pre.data(), pre.size());
   w.u64(sum);
-  impl_->out.write(pre.data(), pre.size());
+  out.write(pre.data(), pre.size());
 }
 
 ContainerWriter::~ContainerWriter() = default;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <gradcodec/container.hpp>
+#include <gradcodec/frame.hpp>
 #include <gradcodec/pipeline.hpp>
 
 #include <functional>
@@ -131,10 +132,6 @@ class PipelineStages {
   std::vector<std::unique_ptr<PipelineStages>> variants_;  // a control reducer's alternatives
 };
 
-// What a lossy pipeline does with a tensor holding NaN or ±Inf (lossless pipelines keep them
-// bit-exact): refuse it (Error Input naming the tensor and the count), or store it raw.
-enum class NonFinite : uint8_t { Refuse, Raw };
-
 struct EncodeOptions {
   bool time_stages = false;        // fill TensorOutcome::times (bench)
   NonFinite nonfinite = NonFinite::Refuse;
@@ -161,16 +158,6 @@ struct TensorOutcome {
   uint64_t kept = 0;          // values coded (all of them for raw records; 0 for pass-through)
   StageTimes times;           // when EncodeOptions::time_stages
   StageStats stats;           // the stages' figures for this record (empty for raw records)
-};
-
-// A frame's tensors, loaded one at a time (loading is serialized: format readers are not
-// required to be thread-safe).
-struct FrameSource {
-  size_t count = 0;
-  std::function<TensorInfo(size_t)> info;  // metadata without loading
-  std::function<Tensor(size_t)> load;
-  std::string source;    // informative: names the input in error messages
-  std::string recorded;  // the frame's source as the container records it; empty: `source`
 };
 
 class SequenceEncoder {

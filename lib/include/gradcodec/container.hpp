@@ -6,6 +6,7 @@
 // and record so one tensor of one frame is read without reading the rest.
 #pragma once
 
+#include <gradcodec/byte_sink.hpp>
 #include <gradcodec/file_io.hpp>
 #include <gradcodec/stage.hpp>
 #include <gradcodec/tensor.hpp>
@@ -74,6 +75,9 @@ class ContainerWriter {
  public:
   // Opens the output (temp file + rename; "-" = stdout) and writes preamble and header.
   ContainerWriter(const std::string& path, bool overwrite, const ContainerHeader& header);
+  // Writes to `sink` (which must outlive the writer); finish() calls sink.finish() after the
+  // last byte. A writer destroyed before finish() leaves the sink with an incomplete container.
+  ContainerWriter(ByteSink& sink, const ContainerHeader& header);
   ~ContainerWriter();
   void begin_frame(const FrameInfo& frame);
   void add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams);

@@ -28,6 +28,11 @@ const char* format_name(Format f) noexcept;
 std::optional<Format> sniff_format(const uint8_t* data, uint64_t size) noexcept;
 // "NPY", "NPZ", "directory of NPY", "HDF5", "safetensors": the format as a user calls it.
 const char* format_title(Format f) noexcept;
+// For bytes given where a .gcz container is expected: when they are not one but a snapshot
+// (sniff_format), what to tell the user ("this is an NPZ file, not a gradcodec container;
+// `gradcodec encode` compresses it"); else nullopt (a container, or bytes the container's own
+// checks will refuse).
+std::optional<std::string> snapshot_not_container(const uint8_t* data, uint64_t size);
 
 // A lazily read snapshot: open() validates the container structure and lists every array
 // (floating or not) in file order; read(i) loads one array's data. Lengths and offsets are

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Encoder: the facade over SequenceEncoder and ContainerWriter (gradcodec.hpp).
+#include <gradcodec/gradcodec.hpp>
+
+#include "api/threads.hpp"
+
+#include <gradcodec/codec.hpp>
+
+#include <optional>
+
+namespace gradcodec {
+
+const char* version() noexcept { return tool_version(); }
+
+namespace {
+
+Pipeline chosen_pipeline(const EncoderOptions& o) {
+  if (!o.preset.empty() && !o.pipeline.empty()) fail(ErrorCode::Usage, "give a preset or a pipeline text, not both");
+  if (!o.pipeline.empty()) return Pipeline::parse(o.pipeline);
+  return Pipeline::preset(o.preset.empty() ? "lossless" : o.preset);
+}
+
+EncodeOptions engine_options(const EncoderOptions& o) {
+  EncodeOptions e;
+  e.seed = o.seed;
+  e.keyframe_interval = o.keyframe_interval;
+  e.nonfinite = o.nonfinite;
+  e.threads = api::thread_count(o.threads);
+  e.memory_limit = o.memory_limit;
+  e.progress = o.progress;
+  return e;
+}
+
+// The bytes a view covers (its shape's for the floating types, `bytes` for Other).
+uint64_t view_bytes(const TensorView& v) {
+  if (v.dtype == DType::Other) return v.bytes;
+  const uint64_t n = shape_elements(v.shape);
+  const uint64_t size = dtype_size(v.dtype);
+  if (n > UINT64_MAX / size) fail(ErrorCode::Input, v.name + ": shape " + shape_string(v.shape) + " is too large");
+  return n * size;
+}
+
+}  // namespace
+
+std::string canonical_pipeline(const EncoderOptions& options) { return chosen_pipeline(options).text(); }
+
+struct Encoder::Impl {
+  Pipeline pipeline;
+  SequenceEncoder engine;
+  std::optional<FdSink> fd_sink;
+  std::unique_ptr<ContainerWriter> writer;
+  EncodeSummary summary;
+  bool failed = false, finished = false;
+
+  Impl(const EncoderOptions& o) : pipeline(chosen_pipeline(o)), engine(pipeline, engine_options(o)) {}
+  ContainerHeader header(const EncoderOptions& o) const {
+    return engine.header(o.inputs_json.empty() ? "[]" : o.inputs_json);
+  }
+};
+
+Encoder::Encoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Encoder::Encoder(Encoder&&) noexcept = default;
+Encoder& Encoder::operator=(Encoder&&) noexcept = default;
+Encoder::~Encoder() = default;
+
+Encoder Encoder::to_path(const std::string& path, const EncoderOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  impl->writer = std::make_unique<ContainerWriter>(path, options.overwrite, impl->header(options));
+  return Encoder(std::move(impl));
+}
+
+Encoder Encoder::to_fd(int fd, const EncoderOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  impl->fd_sink.emplace(fd);
+  impl->writer = std::make_unique<ContainerWriter>(*impl->fd_sink, impl->header(options));
+  return Encoder(std::move(impl));
+}
+
+Encoder Encoder::to_sink(ByteSink& sink, const EncoderOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  impl->writer = std::make_unique<ContainerWriter>(sink, impl->header(options));
+  return Encoder(std::move(impl));
+}
+
+std::vector<TensorSummary> Encoder::add_frame(std::span<const TensorView> tensors, const std::string& source) {
+  FrameSource src;
+  src.count = tensors.size();
+  src.source = source.empty() ? "<memory>" : source;
+  src.recorded = source;
+  auto info = [tensors](size_t k) {
+    const TensorView& v = tensors[k];
+    TensorInfo t;
+    t.name = v.name;
+    t.dtype = v.dtype;
+    t.descr = v.descr;
+    t.shape = v.shape;
+    return t;
+  };
+  src.info = info;
+  src.load = [tensors, info](size_t k) {
+    const TensorView& v = tensors[k];
+    const uint64_t n = view_bytes(v);
+    if (n && !v.data) fail(ErrorCode::Usage, v.name + ": a tensor view of " + std::to_string(n) + " bytes has no data");
+    Tensor t;
+    t.info = info(k);
+    t.data = Buffer::view(nullptr, static_cast<const uint8_t*>(v.data), n);
+    return t;
+  };
+  return add_frame(src);
+}
+
+std::vector<TensorSummary> Encoder::add_frame(const FrameSource& frame) {
+  Impl& m = *impl_;
+  if (m.failed || m.finished)
+    fail(ErrorCode::Usage, m.finished ? "Encoder::add_frame after finish()" : "Encoder::add_frame after an error");
+  std::vector<TensorOutcome> outcomes;
+  try {
+    outcomes = m.engine.encode_frame(frame, *m.writer);
+  } catch (...) {
+    m.failed = true;
+    throw;
+  }
+  std::vector<TensorSummary> out;
+  out.reserve(outcomes.size());
+  for (auto& o : outcomes) {
+    m.summary.input_bytes += o.input_bytes;
+    if (is_float(o.info.dtype)) m.summary.float_elements += o.info.elements();
+    ++m.summary.tensors;
+    out.push_back({std::move(o.info), storage_name(o.storage), o.input_bytes, o.record_bytes});
+  }
+  ++m.summary.frames;
+  return out;
+}
+
+EncodeSummary Encoder::finish() {
+  Impl& m = *impl_;
+  if (m.failed) fail(ErrorCode::Usage, "Encoder::finish after an error: the container is incomplete");
+  if (!m.finished) {
+    m.writer->finish();
+    m.finished = true;
+    m.summary.output_bytes = m.writer->bytes_written();
+  }
+  return m.summary;
+}
+
+std::string Encoder::pipeline_text() const { return impl_->pipeline.text(); }
+
+}  // namespace gradcodec

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// gradcodec — the library's public API (docs/api.md).
+//
+// Encoder writes tensors into a .gcz container (docs/format.md) through a pipeline
+// (docs/grammar.md, docs/stages.md); Decoder reads them back. Both own their worker threads. For
+// the same tensors (names, order, dtypes, bytes), pipeline, seed and description of the inputs,
+// an Encoder writes the same bytes as `gradcodec encode`, for any thread count.
+//
+// Errors are thrown as gradcodec::Error (<gradcodec/error.hpp>), whose code() is the CLI's exit
+// code: Usage (a bad pipeline, an option out of range), Input (a tensor refused, a failed
+// write), Corrupt (a damaged container). The library never prints and never exits.
+#pragma once
+
+#include <gradcodec/byte_sink.hpp>
+#include <gradcodec/error.hpp>
+#include <gradcodec/frame.hpp>
+#include <gradcodec/tensor.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace gradcodec {
+
+// "gradcodec 0.1.0": the tool string every container's header records.
+const char* version() noexcept;
+
+struct EncoderOptions {
+  // The pipeline: a preset name (`gradcodec list presets`) or a pipeline text, not both; neither
+  // is the preset "lossless". A bad name or text is Error(Usage) when the Encoder is made.
+  std::string preset;
+  std::string pipeline;
+  uint64_t seed = 0;               // every random choice; recorded in the container
+  unsigned threads = 1;            // worker threads (0: one per core); the bytes do not depend on it
+  uint32_t keyframe_interval = 0;  // every K-th frame needs no earlier one (0: only the first)
+  NonFinite nonfinite = NonFinite::Refuse;
+  // Largest working memory one tensor may take to encode; a tensor over it is refused
+  // (Error Input naming it) before any of it is read.
+  uint64_t memory_limit = uint64_t{8} << 30;
+  // Called once per tensor after its record is written, in order, never two calls at once
+  // (perhaps on a worker thread). Must not throw.
+  std::function<void(const TensorInfo&)> progress;
+  // Encoder::to_path: replace a file that exists (else Error(Usage), before anything is written).
+  bool overwrite = false;
+  // The header's description of the inputs: a JSON array with one object per frame
+  // (docs/format.md, "inputs"); the CLI records {"path", "format"} and the input's metadata.
+  // Empty: [].
+  std::string inputs_json;
+};
+
+// The canonical text of the options' pipeline (Error Usage for a bad preset name or text, as
+// the Encoder would throw): to check a pipeline before opening anything.
+std::string canonical_pipeline(const EncoderOptions& options);
+
+// What one tensor became.
+struct TensorSummary {
+  TensorInfo info;
+  std::string storage;        // "pipeline", "raw" or "pass-through" (docs/format.md)
+  uint64_t input_bytes = 0;   // the tensor's bytes
+  uint64_t record_bytes = 0;  // its record in the container, framing included
+};
+
+// What finish() reports: the figures `gradcodec encode` prints.
+struct EncodeSummary {
+  uint64_t frames = 0;
+  uint64_t tensors = 0;
+  uint64_t input_bytes = 0;     // every tensor's bytes
+  uint64_t output_bytes = 0;    // the whole container
+  uint64_t float_elements = 0;  // parameters of the floating tensors
+  double ratio() const noexcept { return output_bytes ? double(input_bytes) / double(output_bytes) : 0.0; }
+  double bits_per_parameter() const noexcept {
+    return float_elements ? 8.0 * double(output_bytes) / double(float_elements) : 0.0;
+  }
+};
+
+class Encoder {
+ public:
+  // A container written to `path` under a temporary name and renamed into place by finish()
+  // ("-": standard output); an Encoder destroyed before finish() leaves nothing behind.
+  static Encoder to_path(const std::string& path, const EncoderOptions& options = {});
+  // A container written to an open descriptor as it is made (the descriptor stays the caller's).
+  static Encoder to_fd(int fd, const EncoderOptions& options = {});
+  // A container handed to `sink` (which must outlive the Encoder); sink.finish() after the last
+  // byte. VectorSink collects it in memory.
+  static Encoder to_sink(ByteSink& sink, const EncoderOptions& options = {});
+
+  Encoder(Encoder&&) noexcept;
+  Encoder& operator=(Encoder&&) noexcept;
+  ~Encoder();
+
+  // Encodes one frame: the tensors in order, each read in place (no copy of the caller's data).
+  // `source` is recorded as the frame's source. Non-floating tensors (DType::Other) are kept
+  // as they are. After an exception the Encoder is unusable (finish() refuses).
+  std::vector<TensorSummary> add_frame(std::span<const TensorView> tensors, const std::string& source = "");
+  // The same for tensors loaded one at a time (a file too large to hold, a format reader).
+  std::vector<TensorSummary> add_frame(const FrameSource& frame);
+  // Writes the footer and completes the container (renames it into place, or sink.finish()).
+  EncodeSummary finish();
+  // The pipeline in canonical text ("topk(ratio=0.01) | varint | zstd(level=3)").
+  std::string pipeline_text() const;
+
+ private:
+  struct Impl;
+  explicit Encoder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct DecoderOptions {
+  unsigned threads = 1;  // worker threads for decode_frame (0: one per core)
+  // Largest working memory one tensor may need to decode; a record over it is refused
+  // (Error Input) before anything is allocated.
+  uint64_t memory_limit = uint64_t{8} << 30;
+};
+
+struct FrameEntry {
+  uint32_t index = 0;
+  bool keyframe = true;
+  std::string source;
+};
+
+class Decoder {
+ public:
+  // Opens a container file ("-": standard input). Every section it reads is checked first:
+  // a damaged container is Error(Corrupt) naming the file, the section and the offset; a
+  // snapshot file given in its place is Error(Input) saying what it is.
+  static Decoder open(const std::string& path, const DecoderOptions& options = {});
+  // A container held in memory; `name` names it in error messages.
+  static Decoder from_bytes(std::vector<uint8_t> bytes, const DecoderOptions& options = {},
+                            const std::string& name = "<memory>");
+
+  Decoder(Decoder&&) noexcept;
+  Decoder& operator=(Decoder&&) noexcept;
+  ~Decoder();
+
+  // The header: the pipeline (canonical text), seed, keyframe interval, writing tool and the
+  // description of the inputs (JSON text).
+  std::string pipeline_text() const;
+  uint64_t seed() const;
+  uint32_t keyframe_interval() const;
+  std::string tool() const;
+  std::string inputs_json() const;
+  uint64_t file_size() const;
+
+  size_t frame_count() const;
+  FrameEntry frame(size_t f) const;
+  // The tensors of frame f, in record order, from their records' metadata (nothing decoded).
+  std::vector<TensorInfo> tensors(size_t f) const;
+  // The index of the tensor named `name` in frame f, if there is one.
+  std::optional<size_t> find(size_t f, const std::string& name) const;
+
+  // Decodes tensor i of frame f (for a stateful pipeline, that tensor's records from the last
+  // keyframe up to f first).
+  Tensor decode(size_t f, size_t i);
+  // Decodes every tensor of frame f, handing each to `sink` in record order on the calling
+  // thread (DecoderOptions::threads of them decoded at once).
+  void decode_frame(size_t f, const std::function<void(Tensor&&)>& sink);
+  // Frames the last decode()/decode_frame() read (more than one for a stateful pipeline).
+  size_t frames_read() const noexcept;
+  // Whether the pipeline carries state from frame to frame (a frame needs the ones before it).
+  bool stateful() const noexcept;
+
+ private:
+  struct Impl;
+  explicit Decoder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gradcodec
