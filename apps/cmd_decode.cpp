@@ -3,7 +3,7 @@
 // A container with several frames and no --frame decodes each frame to OUT with ".frameNNN"
 // before the extension (DIR/ gets DIR/frameNNN/).
 #include "commands.hpp"
-#include "core/json_capped.hpp"
+#include <gradcodec/detail/json_capped.hpp>
 
 #include <gradcodec/input_changes.hpp>
 

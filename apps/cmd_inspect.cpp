@@ -8,7 +8,7 @@
 #include "commands.hpp"
 #include "figures.hpp"
 
-#include "core/json_capped.hpp"
+#include <gradcodec/detail/json_capped.hpp>
 
 #include <gradcodec/container_error.hpp>
 

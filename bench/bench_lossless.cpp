@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "core/checksum.hpp"
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 #include "support.hpp"
 
 #include <gradcodec/registry.hpp>

@@ -16,7 +16,7 @@
 #include <gradcodec/file_io.hpp>
 #include <gradcodec/registry.hpp>
 
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 #include "read_pass.hpp"
 #include "support.hpp"
 

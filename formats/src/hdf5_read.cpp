@@ -42,7 +42,7 @@
 #include "hdf5_common.hpp"
 #include "hdf5_types.hpp"
 
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 
 #include <gradcodec/error.hpp>
 

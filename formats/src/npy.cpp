@@ -7,7 +7,7 @@
 #include "npy_header.hpp"
 #include "readers.hpp"
 
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 
 #include <gradcodec/error.hpp>
 #include <gradcodec/half.hpp>

@@ -35,7 +35,7 @@
 
 #include <gradcodec/error.hpp>
 
-#include "core/json_capped.hpp"
+#include <gradcodec/detail/json_capped.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -3,7 +3,7 @@
 // decoder that drive it over frames are in sequence_encoder.cpp and sequence_decoder.cpp.
 #include <gradcodec/codec.hpp>
 
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -5,8 +5,8 @@
 #include <gradcodec/pipeline.hpp>
 
 #include "core/checksum.hpp"
-#include "core/json_capped.hpp"
-#include "core/pages.hpp"
+#include <gradcodec/detail/json_capped.hpp>
+#include <gradcodec/detail/pages.hpp>
 #include "core/thread_buffer.hpp"
 
 #include <nlohmann/json.hpp>

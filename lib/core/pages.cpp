@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 
 #include <algorithm>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // Pipeline grammar, canonical forms and typed-chain validation (see pipeline.hpp).
 #include <gradcodec/pipeline.hpp>
 
-#include "core/json_capped.hpp"
+#include <gradcodec/detail/json_capped.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -2,7 +2,7 @@
 #include <gradcodec/half.hpp>
 #include <gradcodec/stage.hpp>
 
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 
 #include <algorithm>
 #include <cmath>

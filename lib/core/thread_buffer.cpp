@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "core/thread_buffer.hpp"
 
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 
 #include <algorithm>
 #include <array>

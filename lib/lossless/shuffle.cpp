@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "lossless/shuffle.hpp"
 
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 #include "core/thread_buffer.hpp"
 
 #include <algorithm>

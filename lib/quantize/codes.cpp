@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "quantize/codes.hpp"
 
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 
 #include <array>
 #if defined(__SSE2__)

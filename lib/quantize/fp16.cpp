@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "quantize/fp16.hpp"
 
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 #include "quantize/codes.hpp"
 
 #include <gradcodec/half.hpp>

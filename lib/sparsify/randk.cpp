@@ -3,7 +3,7 @@
 
 #include "sparsify/topk.hpp"
 
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 
 
 #include <algorithm>

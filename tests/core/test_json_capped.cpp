@@ -3,7 +3,7 @@
 // deeper text is refused before a value is built, whatever mixes of arrays and objects it nests.
 #include <catch2/catch.hpp>
 
-#include "core/json_capped.hpp"
+#include <gradcodec/detail/json_capped.hpp>
 
 #include <gradcodec/error.hpp>
 #include <gradcodec/pipeline.hpp>

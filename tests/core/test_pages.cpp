@@ -4,7 +4,7 @@
 // 4 KiB faults, and all of a small range (Linux; the advice is optional elsewhere).
 #include <catch2/catch.hpp>
 
-#include "core/pages.hpp"
+#include <gradcodec/detail/pages.hpp>
 
 #include <cstdint>
 #include <cstring>

@@ -9,11 +9,16 @@ trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 test -x "$work/prefix/bin/gradcodec"
 cmp "$src_dir/LICENSE" "$work/prefix/share/doc/gradcodec/LICENSE"
-test -f "$work/prefix/include/gradcodec/codec.hpp"
+test -f "$work/prefix/include/gradcodec/gradcodec.hpp"
 test -f "$work/prefix/include/gradcodec/formats/snapshot_io.hpp"
 cmake -S "$src_dir/tests/downstream" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" >/dev/null
 "$work/build/downstream"
+# The examples build on their own against the installed package too (examples/CMakeLists.txt).
+cmake -S "$src_dir/examples" -B "$work/examples" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/examples" >/dev/null
+"$work/examples/example_encode_memory" "$work/mem.gcz" qsgd4 >/dev/null
+"$work/examples/example_decode_one" "$work/mem.gcz" 0 fc.bias | grep -q '^fc.bias f32 \[64\]'
 "$work/prefix/bin/gradcodec" list presets >/dev/null
 
 # pkg-config: the installed gradcodec.pc alone compiles and links the same program.

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// Not part of the API (docs/api.md): shared by the library, the formats and the CLI; changes with them.
 // Fresh memory for decoded tensors. A decode writes every byte of a buffer it has just
 // allocated; for a large buffer the cost is then the kernel's page faults (one per 4 KiB page:
 // ~15,000 for a 60 MB snapshot, more time than the decoding itself). Asking for transparent huge

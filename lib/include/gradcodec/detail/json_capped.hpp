@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// Not part of the API (docs/api.md): shared by the library, the formats and the CLI; changes with them.
 // JSON read from a file (a container's header and pipeline variants, a safetensors header) is
 // parsed here and only here, with its nesting capped before any value is built.
 //
