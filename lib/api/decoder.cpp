@@ -2,6 +2,7 @@
 // Decoder: the facade over ContainerReader and SequenceDecoder (gradcodec.hpp).
 #include <gradcodec/gradcodec.hpp>
 
+#include "api/open.hpp"
 #include "api/threads.hpp"
 
 #include <gradcodec/codec.hpp>
@@ -33,11 +34,15 @@ Decoder::Decoder(Decoder&&) noexcept = default;
 Decoder& Decoder::operator=(Decoder&&) noexcept = default;
 Decoder::~Decoder() = default;
 
-Decoder Decoder::open(const std::string& path, const DecoderOptions& options) {
+std::shared_ptr<const InputFile> api::open_container_file(const std::string& path) {
   auto file = ContainerReader::open_file(path);
   if (auto what = formats::snapshot_not_container(file->data(), file->size()))
     fail(ErrorCode::Input, file->path() + ": " + *what);
-  return Decoder(std::make_unique<Impl>(std::move(file), options));
+  return file;
+}
+
+Decoder Decoder::open(const std::string& path, const DecoderOptions& options) {
+  return Decoder(std::make_unique<Impl>(api::open_container_file(path), options));
 }
 
 Decoder Decoder::from_bytes(std::vector<uint8_t> bytes, const DecoderOptions& options, const std::string& name) {

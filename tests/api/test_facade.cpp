@@ -4,6 +4,7 @@
 #include <gradcodec/gradcodec.hpp>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -187,4 +188,36 @@ TEST_CASE("facade: an encoder dropped before finish() leaves no file") {
   for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
     CHECK(entry.path().filename().string().rfind(".gradcodec_facade_" + std::to_string(::getpid()) + "_dropped", 0) ==
           std::string::npos);
+}
+
+TEST_CASE("facade: inspect() gives the record of `inspect --json` with the container's figures") {
+  const std::string p = scratch("inspect.gcz");
+  EncoderOptions o;
+  o.preset = "topk-1pct";
+  o.overwrite = true;
+  {
+    const Data d;
+    Encoder e = Encoder::to_path(p, o);
+    e.add_frame(d.views(), "step.npz");
+    e.finish();
+  }
+  const auto j = nlohmann::ordered_json::parse(inspect(p));
+  CHECK(j["file"] == p);
+  CHECK(j["pipeline"] == canonical_pipeline(o));
+  REQUIRE(j["frames"].size() == 1);
+  CHECK(j["frames"][0]["source"] == "step.npz");
+  REQUIRE(j["frames"][0]["tensors"].size() == 2);
+  CHECK(j["frames"][0]["tensors"][0]["name"] == "w");
+  CHECK(j["frames"][0]["tensors"][0]["numpy_descr"] == "<f4");
+  const auto& totals = j["totals"];
+  CHECK(totals["container_bytes"] == std::filesystem::file_size(p));
+  CHECK(totals["parameters"] == 4096 + 64);
+  // topk(ratio=0.01) keeps ceil(1% of n) values of each tensor: 41 of 4096 and 1 of 64.
+  CHECK(j["frames"][0]["tensors"][0]["kept"] == 41);
+  CHECK(j["frames"][0]["tensors"][1]["kept"] == 1);
+  CHECK(totals["kept"] == 41 + 1);
+  const auto metadata_only = nlohmann::ordered_json::parse(inspect(p, {.decode = false}));
+  CHECK_FALSE(metadata_only["totals"].contains("kept"));
+  std::filesystem::remove(p);
+  CHECK_THROWS_AS(inspect(p), Error);
 }

@@ -170,4 +170,15 @@ class Decoder {
   std::unique_ptr<Impl> impl_;
 };
 
+struct InspectOptions {
+  // Decode every record to count the values it sends (the kept fraction, index / value / overall
+  // CR); false: metadata and checksums only (faster; those figures are left out).
+  bool decode = true;
+};
+
+// What `gradcodec inspect --json` prints for the container at `path` (same fields, docs/api.md):
+// header, every frame's tensors with their stages, sizes, ratios and streams, and the totals.
+// Every stream's checksum is verified. Returns the JSON text.
+std::string inspect(const std::string& path, const InspectOptions& options = {});
+
 }  // namespace gradcodec
