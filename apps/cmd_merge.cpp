@@ -6,8 +6,6 @@
 // (the order given). The library does the work (gradcodec/merge.hpp); see docs/merge.md.
 #include "commands.hpp"
 
-#include <gradcodec/merge.hpp>
-
 #include <nlohmann/json.hpp>
 
 #include <optional>
@@ -31,42 +29,36 @@ struct MergeArgs {
 };
 
 int run_merge(const MergeArgs& a) {
-  MergeOptions o;
-  o.method = parse_merge_method(a.method);
   if (a.output == "-" && ::isatty(STDOUT_FILENO))
     fail(ErrorCode::Usage, "refusing to write a binary container to a terminal (redirect it or use -o FILE)");
   for (const auto& i : a.inputs)
     if (i == "-") fail(ErrorCode::Usage, "merge reads its inputs by name: standard input ('-') is not supported");
   check_output_path(a.output, a.inputs);
   check_container_name(a.output, a.force_name);
+  MergeSettings o;
+  o.method = a.method;
   o.seed = a.seed;
   o.eta = a.eta;
+  o.preset = a.preset;
+  o.pipeline = a.pipeline;
   o.compensation = !a.no_compensation;
   o.full_sync = a.full_sync;
-  o.threads = thread_count(a.threads);
-  if (!a.preset.empty() || !a.pipeline.empty()) o.pipeline = choose_pipeline(a.preset, a.pipeline);
-
-  // Open and check every input before creating the output.
-  std::vector<ContainerReader> readers;
-  readers.reserve(a.inputs.size());
+  o.threads = a.threads;
+  o.overwrite = a.force;
   nlohmann::ordered_json desc = nlohmann::ordered_json::array();
-  for (const auto& path : a.inputs) {
-    readers.push_back(open_container(path));
-    desc.push_back({{"path", recorded_path(path, a.record_paths)}, {"format", "gcz"}, {"merge", merge_method_name(o.method)}});
-  }
-  std::vector<const ContainerReader*> ptrs;
-  for (const auto& r : readers) ptrs.push_back(&r);
-  check_mergeable(ptrs, o);
+  for (const auto& path : a.inputs)
+    desc.push_back({{"path", recorded_path(path, a.record_paths)}, {"format", "gcz"}, {"merge", a.method}});
+  o.inputs_json = desc.dump();
   ProgressBar bar("merge", 0, ProgressBar::Unit::Percent);
   if (bar.shown()) o.progress = [&bar](uint64_t done, uint64_t total) { bar.set(done, total); };
-  const MergeReport rep = merge_containers(ptrs, a.output, a.force, o, desc.dump());
+  const MergeSummary rep = merge(a.inputs, a.output, o);
   bar.finish();
   if (!quiet()) {
     uint64_t hop_total = 0;
     for (uint64_t b : rep.hop_bits) hop_total += b;
     std::fprintf(stderr, "gradcodec: %s: %s of %zu workers, %zu frame(s) x %zu tensor(s), pipeline '%s', %s; "
                          "the ring's %zu %s %s in all\n",
-                 a.output == "-" ? "<stdout>" : a.output.c_str(), merge_method_name(o.method), a.inputs.size(),
+                 a.output == "-" ? "<stdout>" : a.output.c_str(), a.method.c_str(), a.inputs.size(),
                  rep.frames, rep.tensors, rep.pipeline_text.c_str(), human_bytes(rep.bytes_written).c_str(),
                  rep.hop_bits.size(), rep.hop_bits.size() == 1 ? "hop sends" : "hops send",
                  human_bytes((hop_total + 7) / 8).c_str());

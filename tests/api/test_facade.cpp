@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -220,4 +221,50 @@ TEST_CASE("facade: inspect() gives the record of `inspect --json` with the conta
   CHECK_FALSE(metadata_only["totals"].contains("kept"));
   std::filesystem::remove(p);
   CHECK_THROWS_AS(inspect(p), Error);
+}
+
+TEST_CASE("facade: merge() averages workers' containers (mean) and refuses what does not apply") {
+  const Data d;
+  std::vector<float> w2(d.w.size()), b2(d.b.size());
+  for (size_t i = 0; i < w2.size(); ++i) w2[i] = 1.0f - d.w[i];
+  for (size_t i = 0; i < b2.size(); ++i) b2[i] = 3.0f * d.b[i];
+  const std::string a = scratch("worker_a.gcz"), b = scratch("worker_b.gcz"), out = scratch("merged.gcz");
+  using Worker = std::tuple<std::string, const float*, const float*>;
+  for (const auto& [path, w, bias] : {Worker{a, d.w.data(), d.b.data()}, Worker{b, w2.data(), b2.data()}}) {
+    EncoderOptions o;
+    o.overwrite = true;
+    Encoder e = Encoder::to_path(path, o);
+    const TensorView frame[] = {{"w", {64, 64}, w}, {"b", {64}, bias}};
+    e.add_frame(frame);
+    e.finish();
+  }
+  MergeSettings s;
+  s.method = "mean";
+  s.overwrite = true;
+  const MergeSummary r = merge({a, b}, out, s);
+  CHECK(r.frames == 1);
+  CHECK(r.tensors == 2);
+  CHECK(r.bytes_written == std::filesystem::file_size(out));
+  Decoder dec = Decoder::open(out);
+  const Tensor w = dec.decode(0, 0);
+  REQUIRE(w.data.size() == d.w.size() * 4);
+  std::vector<float> got(d.w.size());
+  std::memcpy(got.data(), w.data.data(), w.data.size());
+  for (size_t i = 0; i < got.size(); i += 97) CHECK(got[i] == Approx((d.w[i] + w2[i]) / 2).margin(1e-6));
+
+  s.method = "no-such-method";
+  try {
+    (void)merge({a, b}, out, s);
+    FAIL("an unknown method was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Usage);
+  }
+  s.method = "mean";
+  try {
+    (void)merge({a}, scratch("one.gcz"), s);
+    FAIL("one input was merged");
+  } catch (const Error& e) {
+    CHECK(e.code() != ErrorCode::Internal);
+  }
+  for (const auto& p : {a, b, out}) std::filesystem::remove(p);
 }

@@ -181,4 +181,34 @@ struct InspectOptions {
 // Every stream's checksum is verified. Returns the JSON text.
 std::string inspect(const std::string& path, const InspectOptions& options = {});
 
+// merge(): several workers' containers aggregated into one, frame by frame (docs/merge.md).
+struct MergeSettings {
+  std::string method;                // "marsit", "cascade", "majority" or "mean"
+  uint64_t seed = 0;                 // marsit's and cascade's random choices; stored in the output
+  std::optional<double> eta;         // marsit/majority: the output scale (default: the inputs' mean)
+  std::string preset, pipeline;      // mean: re-encode the average with this (default lossless)
+  bool compensation = true;          // marsit of full-precision workers: global compensation
+  uint32_t full_sync = 0;            // marsit of full-precision workers: every K-th frame in full
+  unsigned threads = 1;              // 0: one per core; the bytes do not depend on it
+  uint64_t memory_limit = uint64_t{8} << 30;  // per tensor, as DecoderOptions::memory_limit
+  // The work done and the whole run's work, in elements; `done` never decreases. Must not throw.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+  bool overwrite = false;            // replace `output` if it exists
+  std::string inputs_json;           // the output header's description of the inputs; empty: []
+};
+
+struct MergeSummary {
+  size_t frames = 0;
+  size_t tensors = 0;              // records per frame
+  std::string pipeline_text;       // the output container's pipeline
+  std::vector<uint64_t> hop_bits;  // bits each hop of the ring sends, over every tensor and frame
+  uint64_t bytes_written = 0;      // the output container
+};
+
+// Merges the containers `inputs` (in ring order, at least 2, the same tensors frame by frame)
+// into `output` (temporary file + rename; "-": standard output). Refused with Error(Usage) for
+// a method or option that does not apply, Error(Input) for inputs that do not match, before
+// anything is written.
+MergeSummary merge(const std::vector<std::string>& inputs, const std::string& output, const MergeSettings& settings);
+
 }  // namespace gradcodec
