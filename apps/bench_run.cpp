@@ -43,6 +43,7 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
   EncodeOptions eo;
   eo.seed = seed;
   eo.threads = s.threads;
+  eo.workers = s.workers;
   eo.nonfinite = s.nonfinite;
   eo.time_stages = timed;
   // The previous run's container is deleted before the clock starts: replacing it in place made

@@ -20,6 +20,9 @@ struct BenchSettings {
   double min_time = 0.2;     // and at least this many seconds of encoding (and of decoding)
   unsigned seeds = 1;        // stochastic pipelines: runs with seeds 0..N-1 for bias and spread
   unsigned threads = 1;
+  // The encoders' helper threads, shared by every run (and every copy of these settings): a
+  // timed run does not create threads, as an encoder kept from one frame to the next would not.
+  std::shared_ptr<Workers> workers = make_workers();
   NonFinite nonfinite = NonFinite::Refuse;
   bool per_tensor = false;
   std::string temp_dir;

@@ -177,8 +177,9 @@ void snapshot_encode(benchmark::State& state, const std::string& pipeline) {
     CPU_SET(c, &one);
     return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
   };
-  // Threads inherit the affinity of the thread that creates them: the encoder's helpers are
-  // created on its first two-thread run, after unpin().
+  // Threads inherit the affinity of the thread that creates them: each two-thread encode's
+  // encoder creates its helper (and joins it when destroyed, after the clock stops), after
+  // unpin().
   auto unpin = [&] { pthread_setaffinity_np(pthread_self(), sizeof all, &all); };
   if (cpus.empty()) cpus.push_back(-1);
   if (cpus.size() > kMostPinned) {  // a machine with many CPUs: a few spread over them

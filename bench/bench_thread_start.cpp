@@ -3,8 +3,8 @@
 // iteration.
 //
 // Starting a second thread: a new std::thread per call (the encoder before the helper pool)
-// against run_with_helpers (lib/core/helper_threads.*). The body does nothing, so a call's time
-// is the time until the second thread has started and finished an empty body.
+// against run_with_helpers on one Workers (lib/core/workers.*). The body does nothing, so a
+// call's time is the time until the second thread has started and finished an empty body.
 //
 //   BM_thread_start/back_to_back  one call straight after another: the helper is still polling
 //                                 (bird+ encodes its frame plan and then its records so).
@@ -24,8 +24,8 @@
 //   time ÷ poll time.
 #include <benchmark/benchmark.h>
 
-#include "core/helper_threads.hpp"
 #include "core/ordered_pool.hpp"
+#include "core/workers.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -48,7 +48,8 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 void thread_start(benchmark::State& state, bool sleep_first) {
   const auto body = [] { benchmark::ClobberMemory(); };
   std::vector<double> fresh, helpers, ratio;
-  gradcodec::run_with_helpers(2, body);  // the pool's helper exists before the first timing
+  gradcodec::Workers workers;
+  gradcodec::run_with_helpers(workers, 2, body);  // the helper exists before the first timing
   for (auto _ : state) {
     if (sleep_first) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     auto start = Clock::now();
@@ -58,7 +59,7 @@ void thread_start(benchmark::State& state, bool sleep_first) {
     fresh.push_back(seconds_since(start));
     if (sleep_first) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     start = Clock::now();
-    gradcodec::run_with_helpers(2, body);
+    gradcodec::run_with_helpers(workers, 2, body);
     helpers.push_back(seconds_since(start));
     ratio.push_back(fresh.back() / helpers.back());
     state.SetIterationTime(helpers.back());
@@ -77,12 +78,12 @@ uint64_t arithmetic(uint64_t seed, int steps) {
   return seed;
 }
 
-double ordered_seconds(std::chrono::microseconds poll, std::vector<uint64_t>& sums) {
+double ordered_seconds(gradcodec::Workers& workers, std::chrono::microseconds poll, std::vector<uint64_t>& sums) {
   const size_t n = sums.size();
   const std::vector<uint64_t> bytes(n, 1 << 20);
   const auto start = Clock::now();
   gradcodec::run_ordered(
-      bytes, 2, [&](size_t i) -> uint64_t {
+      workers, bytes, 2, [&](size_t i) -> uint64_t {
         sums[i] = arithmetic(i, 20000);
         return bytes[i];
       },
@@ -93,10 +94,11 @@ double ordered_seconds(std::chrono::microseconds poll, std::vector<uint64_t>& su
 void ordered_pool(benchmark::State& state) {
   std::vector<uint64_t> sums(256);
   std::vector<double> sleep, poll, ratio;
-  ordered_seconds(gradcodec::kHelperSpin, sums);  // the pool's helper exists before the first timing
+  gradcodec::Workers workers;
+  ordered_seconds(workers, gradcodec::kHelperSpin, sums);  // the helper exists before the first timing
   for (auto _ : state) {
-    sleep.push_back(ordered_seconds(std::chrono::microseconds(0), sums));
-    poll.push_back(ordered_seconds(gradcodec::kHelperSpin, sums));
+    sleep.push_back(ordered_seconds(workers, std::chrono::microseconds(0), sums));
+    poll.push_back(ordered_seconds(workers, gradcodec::kHelperSpin, sums));
     ratio.push_back(sleep.back() / poll.back());
     state.SetIterationTime(poll.back());
   }

@@ -174,15 +174,19 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
     work_done += elements;
     if (o.progress) o.progress(work_done, work_total);
   };
+  // One set of helper threads for the encoder, the decoders and the merge's own pool.
+  const std::shared_ptr<Workers> helpers = make_workers();
   EncodeOptions eo;
   eo.seed = o.seed;
   eo.threads = std::max(1u, o.threads);
+  eo.workers = helpers;
   eo.progress = [&](const TensorInfo& t) { advance(t.elements()); };
   SequenceEncoder enc(out_pipeline, eo);
   std::vector<std::unique_ptr<SequenceDecoder>> dec;
   DecodeOptions dopt;
   dopt.memory_limit = o.memory_limit;
   dopt.threads = std::max(1u, o.threads);  // each worker's frame decoded on the same threads
+  dopt.workers = helpers;
   for (const ContainerReader* r : in) dec.push_back(std::make_unique<SequenceDecoder>(*r, dopt));
 
   MergeReport rep;
@@ -257,7 +261,7 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
       for (size_t h = 0; h < hops[i].size() && h < rep.hop_bits.size(); ++h) rep.hop_bits[h] += hops[i][h];
       advance(merged[i].elements());
     };
-    run_ordered(bytes, threads, work, add_hops, CommitOn::AnyThread);
+    run_ordered(*helpers, bytes, threads, work, add_hops, CommitOn::AnyThread);
     workers.clear();
     FrameSource src;
     src.count = count;

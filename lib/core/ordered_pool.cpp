@@ -11,9 +11,9 @@
 
 namespace gradcodec {
 
-void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<uint64_t(size_t)>& work,
-                 const std::function<void(size_t)>& commit, CommitOn on, uint64_t min_slack,
-                 std::chrono::microseconds poll) {
+void run_ordered(Workers& workers, std::span<const uint64_t> bytes, unsigned threads,
+                 const std::function<uint64_t(size_t)>& work, const std::function<void(size_t)>& commit,
+                 CommitOn on, uint64_t min_slack, std::chrono::microseconds poll) {
   const size_t count = bytes.size();
   if (threads <= 1 || count <= 1) {
     for (size_t i = 0; i < count; ++i) {
@@ -122,7 +122,7 @@ void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::f
   // The calling thread runs loop(true), the helpers loop(false); a helper that cannot be had
   // leaves its share to the others.
   const std::thread::id caller = std::this_thread::get_id();
-  run_with_helpers(static_cast<unsigned>(std::min<size_t>(threads, count)), [&] {
+  run_with_helpers(workers, static_cast<unsigned>(std::min<size_t>(threads, count)), [&] {
     if (std::this_thread::get_id() != caller) return loop(false);
     loop(true);
     {

@@ -3,7 +3,7 @@
 // using several cores without letting the thread count change what is written or which error
 // is reported, and without letting memory grow with the number of tensors.
 #pragma once
-#include "core/helper_threads.hpp"
+#include "core/workers.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -27,16 +27,16 @@ namespace gradcodec {
 // bytes are the bound that matters; the count caps the number of items of a few bytes each, and
 // of items counted as 0 bytes — the encoder's non-float arrays, whose size their TensorInfo does
 // not give. At 4 × threads it bound on a snapshot of conv weights and biases: the items behind a
-// record being written were all finished, so a thread slept, and waking a sleeping thread took
-// 0.1–0.4 ms on the 2-vCPU VM of docs/performance.md.)
+// record being written were all finished, so a thread slept, and waking it is slow; see
+// docs/performance.md, "Helper threads".)
 //
 // An exception thrown by work(i) is rethrown in order, in place of commit(i): the items before
 // i are committed first, no item is started after the failure is seen, and the items already
 // running finish (so the error reported is that of the lowest failing index, whatever the
 // thread count). An exception from commit(i) stops the pool the same way. The other threads
-// are the process's helpers (core/helper_threads.hpp: kept between calls, so an encode does not
-// wait for new threads to start); one that cannot be had leaves its share to the calling thread
-// and the others. Every helper has finished its share when run_ordered returns or throws. With
+// are helpers of `workers` (core/workers.hpp: kept between calls, so an encode does not wait for
+// new threads to start); one that cannot be had leaves its share to the calling thread and the
+// others. Every helper has finished its share when run_ordered returns or throws. With
 // threads ≤ 1 (or one item) everything runs on the calling thread: work(0), commit(0), work(1), …
 enum class CommitOn {
   Caller,     // commit(i) on the calling thread only (the decoder: the sink runs where it was called)
@@ -51,10 +51,12 @@ enum class CommitOn {
 // i+1 and the next items started would not fit in ½ × max(bytes) of slack).
 //
 // A thread with nothing to do (waiting to commit, or for room to start an item) polls for a
-// change for up to `poll` before it sleeps: waking a sleeping thread took 0.1–0.4 ms on the VM
-// of docs/performance.md. BM_ordered_pool compares the default with 0 (sleep at once).
-void run_ordered(std::span<const uint64_t> bytes, unsigned threads, const std::function<uint64_t(size_t)>& work,
-                 const std::function<void(size_t)>& commit, CommitOn on = CommitOn::Caller, uint64_t min_slack = 0,
+// change for up to `poll` before it sleeps, as waking a sleeping thread is slow
+// (docs/performance.md, "Helper threads"). BM_ordered_pool compares the default with 0 (sleep
+// at once).
+void run_ordered(Workers& workers, std::span<const uint64_t> bytes, unsigned threads,
+                 const std::function<uint64_t(size_t)>& work, const std::function<void(size_t)>& commit,
+                 CommitOn on = CommitOn::Caller, uint64_t min_slack = 0,
                  std::chrono::microseconds poll = kHelperSpin);
 
 }  // namespace gradcodec

@@ -27,8 +27,9 @@ struct SequenceDecoder::Impl {
   uint64_t kept = 0;  // of the last record decoded
   bool stateful = false;
 
-  DecodeOptions opt;
-  Impl(const ContainerReader& r, DecodeOptions o) : reader(r), opt(o) {
+  DecodeOptions opt;  // opt.workers: DecodeOptions::workers, or the decoder's own
+  Impl(const ContainerReader& r, DecodeOptions o) : reader(r), opt(std::move(o)) {
+    if (!opt.workers) opt.workers = make_workers();
     variants.resize(r.variants().size());
     stateful = stages(0).stateful();
     names.resize(r.frame_count());
@@ -162,7 +163,7 @@ void SequenceDecoder::decode_frame(size_t f, const std::function<void(Tensor&&)>
   std::vector<uint64_t> sent(n, 0);
   size_t most = 0;
   run_ordered(
-      bytes, threads,
+      *im.opt.workers, bytes, threads,
       [&](size_t i) {
         if (!chains[i]) {  // the metadata was damaged: reading it again reports that
           r.record(f, i);

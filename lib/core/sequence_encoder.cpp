@@ -20,7 +20,9 @@ struct SequenceEncoder::Impl {
   PipelineStages stages;
   std::unordered_map<std::string, PipelineStages::TensorState> states;
   std::set<std::string> last_floats;  // the floating tensors of the frame before
-  Impl(const Pipeline& p, const EncodeOptions& o) : pipeline(p), opt(o), stages(p) {}
+  Impl(const Pipeline& p, const EncodeOptions& o) : pipeline(p), opt(o), stages(p) {
+    if (!opt.workers) opt.workers = make_workers();  // EncodeOptions::workers, or the encoder's own
+  }
 };
 
 SequenceEncoder::SequenceEncoder(const Pipeline& p, const EncodeOptions& o) : impl_(std::make_unique<Impl>(p, o)) {}
@@ -129,6 +131,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   plan_ctx.frame = frame;
   plan_ctx.keyframe = keyframe;
   plan_ctx.threads = threads;
+  plan_ctx.workers = im.opt.workers.get();
   FrameView view;
   view.count = src.count;
   view.info = src.info;
@@ -253,7 +256,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   std::vector<std::unique_ptr<Job>> slots(src.count);
   std::mutex load_mu;
   run_ordered(
-      bytes_of, threads,
+      *im.opt.workers, bytes_of, threads,
       [&](size_t i) {
         auto job = std::make_unique<Job>();
         {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "sparsify/bird.hpp"
 
-#include "core/helper_threads.hpp"
+#include "core/workers.hpp"
 #include "sparsify/bird_sample.hpp"
 #include "sparsify/bird_split.hpp"
 
@@ -127,7 +127,8 @@ class Bird final : public Reducer {
         }
       }
     };
-    run_with_helpers(static_cast<unsigned>(workers), work);
+    if (ctx.workers) run_with_helpers(*ctx.workers, static_cast<unsigned>(workers), work);
+    else work();
     for (size_t j = 0; j < todo.size(); ++j)
       if (todo[j].first == first_failed) std::rethrow_exception(errors[j]);
     for (size_t j = 0; j < todo.size(); ++j) {

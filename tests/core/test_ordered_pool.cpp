@@ -22,6 +22,9 @@ namespace {
 // Work whose duration falls with the index, so later items finish before earlier ones.
 void busy(size_t i, size_t n) { std::this_thread::sleep_for(std::chrono::microseconds(50 * (n - i))); }
 
+// The helpers of every call here (joined at exit, when no call runs).
+Workers helpers;
+
 // Both ways of committing: on the calling thread only (the decoder), on any thread (the encoder).
 const CommitOn kModes[] = {CommitOn::Caller, CommitOn::AnyThread};
 
@@ -40,7 +43,7 @@ TEST_CASE("run_ordered: every item worked once and committed in order, for 1 to 
     std::vector<std::thread::id> workers;
     const auto caller = std::this_thread::get_id();
     run_ordered(
-        bytes, threads,
+        helpers, bytes, threads,
         [&](size_t i) {
           busy(i, n);
           ++worked[i];
@@ -79,7 +82,7 @@ TEST_CASE("run_ordered: the lowest failing item's error, after every earlier com
     std::atomic<size_t> started_after{0};
     try {
       run_ordered(
-          bytes, threads,
+          helpers, bytes, threads,
           [&](size_t i) {
             busy(i, n);
             if (i > 20) ++started_after;
@@ -108,7 +111,7 @@ TEST_CASE("run_ordered: an error from commit stops the pool and is rethrown", "[
     std::atomic<size_t> worked{0};
     std::vector<size_t> committed;
     CHECK_THROWS_WITH(run_ordered(
-                          bytes, threads,
+                          helpers, bytes, threads,
                           [&](size_t i) {
                             ++worked;
                             return bytes[i];
@@ -142,7 +145,7 @@ TEST_CASE("run_ordered: items in flight stay within (threads + 1/2) x the larges
     uint64_t in_flight = 0, peak_bytes = 0;
     size_t items = 0, peak_items = 0;
     run_ordered(
-        bytes, threads,
+        helpers, bytes, threads,
         [&](size_t i) {
           {
             std::lock_guard<std::mutex> lk(mu);
@@ -186,7 +189,7 @@ TEST_CASE("run_ordered: what a finished item no longer holds admits the next one
     std::thread::id work0, commit0;
     const auto caller = std::this_thread::get_id();
     run_ordered(
-        bytes, 2,
+        helpers, bytes, 2,
         [&](size_t i) -> uint64_t {
           std::unique_lock<std::mutex> lk(mu);
           if (i == 0) work0 = std::this_thread::get_id();
@@ -234,7 +237,7 @@ size_t worked_behind_slow_head(size_t n, size_t behind, bool hold, CommitOn on, 
   size_t worked_past = 0, seen = 0;
   bool reached = false;
   run_ordered(
-      bytes, 2,
+      helpers, bytes, 2,
       [&](size_t i) -> uint64_t {
         std::unique_lock<std::mutex> lk(mu);
         if (i == 0) {
@@ -279,7 +282,7 @@ TEST_CASE("run_ordered: min_slack raises the budget above threads x largest + la
 
 TEST_CASE("run_ordered: no items, one item", "[pool]") {
   run_ordered(
-      {}, 3,
+      helpers, {}, 3,
       [](size_t) -> uint64_t {
         FAIL("no item");
         return 0;
@@ -288,7 +291,7 @@ TEST_CASE("run_ordered: no items, one item", "[pool]") {
   std::vector<uint64_t> one = {0};
   std::vector<int> calls;
   run_ordered(
-      one, 4,
+      helpers, one, 4,
       [&](size_t) {
         calls.push_back(1);
         return uint64_t{0};

@@ -132,6 +132,13 @@ class PipelineStages {
   std::vector<std::unique_ptr<PipelineStages>> variants_;  // a control reducer's alternatives
 };
 
+// The helper threads an encoder or a decoder works on besides the calling thread, joined when
+// the last owner lets go of them. One object may be shared by several encoders and decoders
+// (EncodeOptions::workers, DecodeOptions::workers), also used at once from several threads; an
+// encoder or decoder given none makes its own. It stays usable in a child made by fork(), where
+// it starts helpers of its own.
+std::shared_ptr<Workers> make_workers();
+
 struct EncodeOptions {
   bool time_stages = false;        // fill TensorOutcome::times (bench)
   NonFinite nonfinite = NonFinite::Refuse;
@@ -146,6 +153,8 @@ struct EncodeOptions {
   // Called once per tensor, after its record is written, in record order and never two calls at
   // once (though perhaps on a worker thread): the CLI's progress bar. Must not throw.
   std::function<void(const TensorInfo&)> progress;
+  // The helper threads to use (make_workers); null: the encoder makes its own.
+  std::shared_ptr<Workers> workers;
 };
 
 // What happened to one tensor of one frame.
@@ -186,6 +195,8 @@ struct DecodeOptions {
   // first one in record order. Decoded tensors waiting for the sink hold at most
   // (threads + ½) × the largest tensor's decoding memory.
   unsigned threads = 1;
+  // The helper threads to use (make_workers); null: the decoder makes its own.
+  std::shared_ptr<Workers> workers;
 };
 
 class SequenceDecoder {

@@ -23,6 +23,8 @@
 namespace gradcodec {
 
 enum class StageKind : uint8_t { Transform, Sparsifier, LowRank, Quantizer, IndexCoder, Lossless };
+
+class Workers;  // helper threads of an encoder or decoder (make_workers in codec.hpp)
 const char* stage_kind_name(StageKind k) noexcept;
 
 // Stream names used across stages; the bench breakdown groups bits by them.
@@ -147,8 +149,10 @@ struct StageContext {
   // This stage's snapshot-wide plan for the current frame (Reducer::plan_frame), or null.
   const StageState* frame_plan = nullptr;
   // Threads a Reducer::plan_frame may use (the encoder's --threads); its result must not depend
-  // on this number.
+  // on this number. The threads besides the calling one are helpers of `workers` (the encoder's;
+  // null: the calling thread only).
   unsigned threads = 1;
+  Workers* workers = nullptr;
 
   // A generator unique to (seed, frame, tensor, purpose, stage position).
   Rng rng(RngPurpose p) const noexcept {

@@ -1,19 +1,24 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// run_with_helpers (lib/core/helper_threads.*): the body runs on the asked number of threads at
-// once, the helpers are the same threads from one call to the next, nested and concurrent
-// calls each get their threads, and errors come back after every body has returned.
+// run_with_helpers on a Workers (lib/core/workers.*): the body runs on the asked number of
+// threads at once, the helpers are the same threads from one call to the next, nested and
+// concurrent calls each get their threads, errors come back after every body has returned, the
+// helpers are joined when their Workers is destroyed, and a Workers works in a child of fork().
 #include <catch2/catch.hpp>
 
-#include "core/helper_threads.hpp"
+#include "core/workers.hpp"
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace gradcodec;
 
@@ -37,12 +42,13 @@ thread_local unsigned t_bodies_run = 0;  // how many bodies this thread has run,
 }  // namespace
 
 TEST_CASE("run_with_helpers: the body runs on the calling thread and threads − 1 helpers at once", "[helpers]") {
+  Workers workers;
   for (unsigned threads : {1u, 2u, 3u, 5u}) {
     INFO(threads << " threads");
     std::atomic<unsigned> arrived{0}, met{0};
     std::mutex mu;
     std::set<std::thread::id> ids;
-    const size_t helpers = run_with_helpers(threads, [&] {
+    const size_t helpers = run_with_helpers(workers, threads, [&] {
       if (all_arrive(arrived, threads)) ++met;
       std::lock_guard<std::mutex> lk(mu);
       ids.insert(std::this_thread::get_id());
@@ -57,18 +63,20 @@ TEST_CASE("run_with_helpers: the body runs on the calling thread and threads −
 TEST_CASE("run_with_helpers: the helpers are kept from one call to the next, awake or asleep", "[helpers]") {
   // A thread-local count survives only in a thread that is still the same thread: fresh threads
   // per call would each start at 0.
-  auto call = [] {
+  Workers workers;
+  auto call = [&] {
     std::mutex mu;
     std::vector<unsigned> counts;
-    run_with_helpers(3, [&] {
+    run_with_helpers(workers, 3, [&] {
       const unsigned c = ++t_bodies_run;
       std::lock_guard<std::mutex> lk(mu);
       counts.push_back(c);
     });
     return counts;
   };
-  call();  // the pool now has at least 2 helpers, idle
-  const size_t created = helper_threads_created();
+  call();  // `workers` now has 2 helpers, idle
+  const size_t created = workers.helpers();
+  CHECK(created == 2);
   const unsigned caller_before = t_bodies_run;
   for (int round = 0; round < 3; ++round) {
     INFO("round " << round);
@@ -80,15 +88,16 @@ TEST_CASE("run_with_helpers: the helpers are kept from one call to the next, awa
     for (unsigned c : counts) CHECK(c >= 2);  // every thread had run a body before
   }
   CHECK(t_bodies_run == caller_before + 3);
-  CHECK(helper_threads_created() == created);
+  CHECK(workers.helpers() == created);
 }
 
 TEST_CASE("run_with_helpers: nested and concurrent calls each get their threads", "[helpers]") {
+  Workers workers;
   SECTION("nested: each body of a 2-thread call makes a 3-thread call") {
     std::atomic<unsigned> inner_met{0}, runs{0};
-    run_with_helpers(2, [&] {
+    run_with_helpers(workers, 2, [&] {
       std::atomic<unsigned> arrived{0};
-      run_with_helpers(3, [&] {
+      run_with_helpers(workers, 3, [&] {
         ++runs;
         if (all_arrive(arrived, 3)) ++inner_met;
       });
@@ -102,7 +111,7 @@ TEST_CASE("run_with_helpers: nested and concurrent calls each get their threads"
     for (int k = 0; k < 4; ++k)
       callers.emplace_back([&] {
         std::atomic<unsigned> arrived{0};
-        run_with_helpers(3, [&] {
+        run_with_helpers(workers, 3, [&] {
           ++runs;
           if (all_arrive(arrived, 3)) ++met;
         });
@@ -114,12 +123,13 @@ TEST_CASE("run_with_helpers: nested and concurrent calls each get their threads"
 }
 
 TEST_CASE("run_with_helpers: an error is rethrown once every body has returned", "[helpers]") {
+  Workers workers;
   const auto caller = std::this_thread::get_id();
   SECTION("from a helper: the caller's body still runs to its end") {
     std::atomic<bool> caller_done{false};
     std::atomic<unsigned> helpers_done{0};
     try {
-      run_with_helpers(3, [&] {
+      run_with_helpers(workers, 3, [&] {
         if (std::this_thread::get_id() == caller) {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
           caller_done = true;
@@ -137,7 +147,7 @@ TEST_CASE("run_with_helpers: an error is rethrown once every body has returned",
   SECTION("from the caller and a helper: the caller's") {
     std::atomic<unsigned> helpers_done{0};
     try {
-      run_with_helpers(3, [&] {
+      run_with_helpers(workers, 3, [&] {
         if (std::this_thread::get_id() == caller) throw std::runtime_error("from the caller");
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         ++helpers_done;
@@ -151,8 +161,89 @@ TEST_CASE("run_with_helpers: an error is rethrown once every body has returned",
   }
   // The helpers that threw are back in the pool and work.
   std::atomic<unsigned> arrived{0}, met{0};
-  CHECK(run_with_helpers(3, [&] {
+  CHECK(run_with_helpers(workers, 3, [&] {
           if (all_arrive(arrived, 3)) ++met;
         }) == 2);
   CHECK(met == 3);
+}
+
+namespace {
+
+// The threads of this process now (/proc/self/task).
+size_t thread_count() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Waits up to 2 s for the process to have `n` threads again (a joined thread leaves
+// /proc/self/task a moment after its join returns); true when it has.
+bool threads_back_to(size_t n) {
+  const auto until = Clock::now() + std::chrono::seconds(2);
+  while (thread_count() != n)
+    if (Clock::now() > until) return false;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("Workers: its helpers are joined when it is destroyed, awake or asleep", "[helpers]") {
+  const size_t before = thread_count();
+  for (bool asleep : {false, true}) {
+    INFO((asleep ? "helpers asleep" : "helpers still polling"));
+    {
+      Workers workers;
+      std::atomic<unsigned> arrived{0}, met{0};
+      run_with_helpers(workers, 4, [&] {
+        if (all_arrive(arrived, 4)) ++met;
+      });
+      CHECK(met == 4);
+      CHECK(workers.helpers() == 3);
+      CHECK(thread_count() == before + 3);
+      if (asleep) std::this_thread::sleep_for(20 * kHelperSpin);
+    }
+    CHECK(threads_back_to(before));
+  }
+}
+
+TEST_CASE("Workers: used in a child of fork(), it starts helpers of its own there", "[helpers][fork]") {
+  Workers workers;
+  std::atomic<unsigned> arrived{0};
+  run_with_helpers(workers, 3, [&] { all_arrive(arrived, 3); });  // two helpers in the parent
+  REQUIRE(workers.helpers() == 2);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // no Catch2 here: the exit status says what went wrong
+    int status = 0;
+    if (workers.helpers() != 0) status |= 1;  // the parent's helpers are not this process's
+    std::atomic<unsigned> in_child{0}, met{0};
+    const size_t got = run_with_helpers(workers, 3, [&] {
+      if (all_arrive(in_child, 3)) ++met;
+    });
+    if (got != 2 || met != 3) status |= 2;  // three threads at once in the child
+    if (workers.helpers() != 2 || thread_count() != 3) status |= 4;
+    ::_exit(status);
+  }
+  // The child runs in well under a second; a child stuck waiting for the parent's helpers is
+  // killed after 10 s.
+  int status = -1;
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (::waitpid(child, &status, WNOHANG) == 0) {
+    if (Clock::now() > until) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      FAIL("the child did not finish in 10 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // The parent's helpers are untouched by the child.
+  std::atomic<unsigned> again{0}, met{0};
+  CHECK(run_with_helpers(workers, 3, [&] {
+          if (all_arrive(again, 3)) ++met;
+        }) == 2);
+  CHECK(met == 3);
+  CHECK(workers.helpers() == 2);
 }
