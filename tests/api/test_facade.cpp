@@ -213,7 +213,7 @@ TEST_CASE("facade: inspect() gives the record of `inspect --json` with the conta
   const auto& totals = j["totals"];
   CHECK(totals["container_bytes"] == std::filesystem::file_size(p));
   CHECK(totals["parameters"] == 4096 + 64);
-  // topk(ratio=0.01) keeps ceil(1% of n) values of each tensor: 41 of 4096 and 1 of 64.
+  // topk(ratio=0.01) keeps max(1, round(1% of n)) values of each tensor: 41 of 4096 and 1 of 64.
   CHECK(j["frames"][0]["tensors"][0]["kept"] == 41);
   CHECK(j["frames"][0]["tensors"][1]["kept"] == 1);
   CHECK(totals["kept"] == 41 + 1);
