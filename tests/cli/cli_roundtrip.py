@@ -584,6 +584,27 @@ def test_bf16_safetensors_lossless():
     assert len(warnings) == 1 and warnings[0].count("b.out.h5") == 1 and "1 bf16 tensor(s)" in warnings[0], err
 
 
+def test_format_md_raw_values_table_is_true():
+    # docs/format.md, "Storage: pipeline": after topk (no transform) `raw` keeps an f64 tensor's
+    # kept elements bit for bit; after ef, or after bird, they have gone through float32.
+    os.makedirs(path("rawdt"), exist_ok=True)
+    x = (np.arange(1, 257, dtype=np.float64) / 3.0).reshape(16, 16)  # not representable in f32
+    np.save(path("rawdt", "x.npy"), x)
+    for pipeline, exact in [("topk(ratio=0.5) | raw", True), ("randk(k=100, shared_seed=false) | raw", True),
+                            ("ef | topk(ratio=0.5) | raw", False), ("bird | raw", False)]:
+        run("encode", path("rawdt", "x.npy"), "-o", path("rawdt", "x.gcz"), "--pipeline", pipeline, "-f")
+        run("decode", path("rawdt", "x.gcz"), "-o", path("rawdt", "y.npy"), "-f")
+        y = np.load(path("rawdt", "y.npy"))
+        assert y.dtype == np.float64, (pipeline, y.dtype)
+        kept = y != 0
+        assert kept.any(), pipeline
+        if exact:
+            assert np.array_equal(y[kept], x[kept]), pipeline
+        else:
+            assert np.array_equal(y[kept], y[kept].astype(np.float32).astype(np.float64)), pipeline
+            assert not np.array_equal(y[kept], x[kept]), pipeline
+
+
 def test_format_md_worked_example_is_true():
     # docs/format.md's hex dump is what this version writes, byte for byte.
     doc = open(os.path.join(sys.argv[2], "docs", "format.md")).read()
@@ -596,6 +617,11 @@ def test_format_md_worked_example_is_true():
     assert p.returncode == 0
     got = open(path("ex", "g.gcz"), "rb").read()
     assert got == expected, f"{len(got)} vs {len(expected)} bytes"
+    # And the docs' bytes decode, as they are, to the tensor they were made from.
+    open(path("ex", "doc.gcz"), "wb").write(expected)
+    run("decode", path("ex", "doc.gcz"), "-o", path("ex", "doc.npy"))
+    back = np.load(path("ex", "doc.npy"))
+    assert back.dtype == np.float32 and back.tolist() == [0.5, -1, 2, 0], back
 
 
 clitest.run_all(globals())
