@@ -6,7 +6,7 @@
 #include <gradcodec/detail/pages.hpp>
 #include "support.hpp"
 
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include <cstring>
 

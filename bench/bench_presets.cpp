@@ -14,7 +14,7 @@
 #include <gradcodec/codec.hpp>
 #include <gradcodec/container.hpp>
 #include <gradcodec/file_io.hpp>
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include <gradcodec/detail/pages.hpp>
 #include "read_pass.hpp"

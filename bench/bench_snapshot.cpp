@@ -40,7 +40,7 @@
 #include <gradcodec/codec.hpp>
 #include <gradcodec/container.hpp>
 #include <gradcodec/formats/snapshot_io.hpp>
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include "read_pass.hpp"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 namespace gradcodec {
 

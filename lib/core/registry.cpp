@@ -3,7 +3,7 @@
 // static self-registration: the linker drops such objects from static libraries). Adding a stage
 // = one file pair under its kind's folder + one row here + its tests + its section in
 // docs/stages.md.
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 // transforms
 #include "transform/delta.hpp"

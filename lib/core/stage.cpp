@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <gradcodec/half.hpp>
-#include <gradcodec/stage.hpp>
+#include <gradcodec/plugin/stage.hpp>
 
 #include <gradcodec/detail/pages.hpp>
 

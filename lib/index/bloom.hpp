@@ -37,7 +37,7 @@
 //   ⌈m/8⌉ bytes             the filter: bit j is bit 7 − (j mod 8) of byte ⌊j/8⌋; padding 0
 // Size: 8·(|r| + |m| + 1 + 4 + |false picks| + ⌈m/8⌉) bits, |v| the LEB128 length of v.
 #pragma once
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include <cstdint>
 #include <span>

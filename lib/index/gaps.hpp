@@ -14,7 +14,7 @@
 #pragma once
 
 #include <gradcodec/bytes.hpp>
-#include <gradcodec/stage.hpp>
+#include <gradcodec/plugin/stage.hpp>
 
 #include <cstdint>
 #include <span>

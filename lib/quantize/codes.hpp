@@ -4,7 +4,7 @@
 // untrusted stream sizes. Nothing here prints or exits; every failure is an Error.
 #pragma once
 
-#include <gradcodec/stage.hpp>
+#include <gradcodec/plugin/stage.hpp>
 
 #include <cstdint>
 #include <span>

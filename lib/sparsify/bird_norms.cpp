@@ -4,7 +4,7 @@
 #include "core/cpu.hpp"
 
 #include <gradcodec/error.hpp>
-#include <gradcodec/stage.hpp>
+#include <gradcodec/plugin/stage.hpp>
 
 #include <algorithm>
 #include <cfloat>

@@ -34,7 +34,7 @@
 
 #include "sparsify/bird_norms.hpp"
 
-#include <gradcodec/stage.hpp>
+#include <gradcodec/plugin/stage.hpp>
 
 #include <cmath>
 #include <cstdint>

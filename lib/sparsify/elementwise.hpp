@@ -3,7 +3,7 @@
 // share: the payload they hand the index coder, and their decode (the kept values scattered
 // into a dense tensor of zeros). Block and per-row sparsifiers (randk, bird, tcs) differ.
 #pragma once
-#include <gradcodec/stage.hpp>
+#include <gradcodec/plugin/stage.hpp>
 
 #include <span>
 #include <utility>

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <gradcodec/pipeline.hpp>
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include <algorithm>
 

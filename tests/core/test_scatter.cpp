@@ -7,7 +7,7 @@
 
 #include <gradcodec/error.hpp>
 #include <gradcodec/rng.hpp>
-#include <gradcodec/stage.hpp>
+#include <gradcodec/plugin/stage.hpp>
 
 #include <algorithm>
 #include <cstring>

@@ -6,7 +6,7 @@
 #include "fuzz_target.hpp"
 
 #include <gradcodec/codec.hpp>
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include <algorithm>
 #include <cstring>

@@ -14,7 +14,7 @@
 #include "fuzz_target.hpp"
 
 #include <gradcodec/codec.hpp>
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 #include <gradcodec/rng.hpp>
 
 #include <algorithm>

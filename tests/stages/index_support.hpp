@@ -4,7 +4,7 @@
 // and position sets (uniform exact-k samples, Bernoulli masks) from the project's generator.
 #pragma once
 
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include "index/bitmap.hpp"
 #include "index/elias.hpp"

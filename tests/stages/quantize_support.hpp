@@ -5,7 +5,7 @@
 
 #include "support.hpp"
 
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include <cmath>
 #include <memory>

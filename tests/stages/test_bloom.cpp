@@ -12,7 +12,7 @@
 
 #include <gradcodec/container.hpp>
 #include <gradcodec/formats/snapshot_io.hpp>
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -7,7 +7,7 @@
 
 #include <gradcodec/bytes.hpp>
 #include <gradcodec/metrics.hpp>
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include <lzma.h>
 

@@ -8,7 +8,7 @@
 #include "support.hpp"
 
 #include <gradcodec/formats/snapshot_io.hpp>
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -8,7 +8,7 @@
 
 #include <gradcodec/byte_sink.hpp>
 #include <gradcodec/file_io.hpp>
-#include <gradcodec/stage.hpp>
+#include <gradcodec/plugin/stage.hpp>
 #include <gradcodec/tensor.hpp>
 
 #include <cstdint>

@@ -11,7 +11,7 @@
 // text() → parse() → text() and json() → from_json() → json() are identities.
 #pragma once
 
-#include <gradcodec/registry.hpp>
+#include <gradcodec/plugin/registry.hpp>
 
 #include <memory>
 #include <string>

@@ -7,6 +7,9 @@
 // A stage's output is a set of named streams (`index`, `value`, `scale`, `side`, ...).
 // Stateful stages keep per-tensor state in the StageState slot the codec hands them; the decoder
 // rebuilds the same state from what it decodes (the encoder runs a mirror decoder for that).
+//
+// Part of the interface for stage authors (include/gradcodec/plugin/, docs/api.md "Writing a
+// stage"): not yet stable, it changes with the engine.
 #pragma once
 
 #include <gradcodec/bytes.hpp>
