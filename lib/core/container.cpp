@@ -510,6 +510,8 @@ RecordMeta ContainerReader::record(size_t f, size_t i) const {
     uint8_t nl = r.u8();
     auto nb = r.bytes(nl);
     si.name.assign(nb.begin(), nb.end());
+    for (const auto& earlier : m.streams)  // (at most 64 streams) a reader looks streams up by name
+      if (earlier.name == si.name) corrupt(sec, off, "stream '" + si.name + "' appears twice");
     si.width = r.u8();
     si.size = r.u64();
     si.checksum = r.u64();

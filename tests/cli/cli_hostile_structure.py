@@ -346,6 +346,23 @@ def one_clean_line(cmd, code, contains):
     return line
 
 
+def test_a_stream_name_twice_in_a_record_is_corrupt():
+    # docs/stages.md: a reader looks streams up by name, and a name appears at most once in a
+    # record. Renaming a record's `index` stream to `value` (same length, checksums resealed)
+    # must be refused as a corrupt container, not reach the decoder as an internal error.
+    run("encode", path("g.npz"), "-o", path("tk.gcz"), "--pipeline", "topk(ratio=0.5) | varint", "--quiet", "-f")
+    g = Gcz(open(path("tk.gcz"), "rb").read())
+    names = [n for n, *_ in g.record_streams(0, 0)]
+    assert sorted(names) == ["index", "value"], names
+    off = g.frames[0][1][0][0]
+    mlen = struct.unpack_from("<I", g.body, off + 4)[0]
+    meta = bytes(g.body[off:off + 8 + mlen])
+    at = meta.index(b"\x05index")
+    g.body[off + at + 1:off + at + 6] = b"value"
+    struct.pack_into("<Q", g.body, off + 8 + mlen, xxh3(g.body[off:off + 8 + mlen]))
+    refused(g.bytes(), 3, contains=["'value'", "twice"])
+
+
 def test_library_message_quoting_the_file_stays_one_line():
     # nlohmann::json quotes the bytes it last read: a safetensors key holding NEL (U+0085), LINE
     # SEPARATOR (U+2028) and the control character that stops the parse.
