@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// gradcodec._core: the public API (<gradcodec/gradcodec.hpp>) for the Python package, which
+// wraps it (gradcodec/_api.py, docs/python.md). Encoding and decoding run with the GIL released.
+// gradcodec::Error becomes the gradcodec.Error subclass of its code (gradcodec/_errors.py).
+#include "arrays.hpp"
+
+#include <gradcodec/gradcodec.hpp>
+
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+using namespace gradcodec;
+using gradcodec::python::HeldFrame;
+using gradcodec::python::hold_frame;
+using gradcodec::python::to_python;
+
+namespace {
+
+const char* error_class(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::Usage: return "UsageError";
+    case ErrorCode::Input: return "InputError";
+    case ErrorCode::Corrupt: return "CorruptError";
+    case ErrorCode::Mismatch: return "MismatchError";
+    case ErrorCode::Internal: break;
+  }
+  return "InternalError";
+}
+
+NonFinite nonfinite_of(const std::string& s) {
+  if (s == "refuse") return NonFinite::Refuse;
+  if (s == "raw") return NonFinite::Raw;
+  throw Error(ErrorCode::Usage, "nonfinite must be 'refuse' or 'raw', not '" + s + "'");
+}
+
+py::dict summary_dict(const TensorSummary& s) {
+  py::dict d;
+  d["name"] = s.info.name;
+  d["storage"] = s.storage;
+  d["input_bytes"] = s.input_bytes;
+  d["record_bytes"] = s.record_bytes;
+  return d;
+}
+
+py::dict summary_dict(const EncodeSummary& s) {
+  py::dict d;
+  d["frames"] = s.frames;
+  d["tensors"] = s.tensors;
+  d["input_bytes"] = s.input_bytes;
+  d["output_bytes"] = s.output_bytes;
+  d["float_elements"] = s.float_elements;
+  d["ratio"] = s.ratio();
+  d["bits_per_parameter"] = s.bits_per_parameter();
+  return d;
+}
+
+// An Encoder writing to a path (temporary name, renamed by finish) or into memory.
+class PyEncoder {
+ public:
+  PyEncoder(const std::optional<std::string>& path, const std::string& preset, const std::string& pipeline,
+            uint64_t seed, unsigned threads, uint32_t keyframe_interval, const std::string& nonfinite,
+            bool overwrite, const std::string& inputs_json) {
+    EncoderOptions o;
+    o.preset = preset;
+    o.pipeline = pipeline;
+    o.seed = seed;
+    o.threads = threads;
+    o.keyframe_interval = keyframe_interval;
+    o.nonfinite = nonfinite_of(nonfinite);
+    o.overwrite = overwrite;
+    o.inputs_json = inputs_json;
+    if (path) {
+      encoder_.emplace(Encoder::to_path(*path, o));
+    } else {
+      memory_ = std::make_unique<std::vector<uint8_t>>();
+      sink_ = std::make_unique<VectorSink>(*memory_);
+      encoder_.emplace(Encoder::to_sink(*sink_, o));
+    }
+  }
+
+  py::list add(const py::sequence& items, const std::string& source) {
+    Encoder& e = live();
+    HeldFrame held = hold_frame(items);
+    std::vector<TensorSummary> done;
+    {
+      py::gil_scoped_release unlocked;
+      done = e.add_frame(held.views, source);
+    }
+    py::list out;
+    for (const auto& s : done) out.append(summary_dict(s));
+    return out;
+  }
+
+  py::dict finish() {
+    Encoder& e = live();
+    EncodeSummary s;
+    {
+      py::gil_scoped_release unlocked;
+      s = e.finish();
+    }
+    finished_ = true;
+    return summary_dict(s);
+  }
+
+  // Drops an unfinished container (no file left behind).
+  void abort() {
+    encoder_.reset();
+    memory_.reset();
+  }
+
+  py::object bytes() const {
+    if (!finished_ || !memory_) return py::none();
+    return py::bytes(reinterpret_cast<const char*>(memory_->data()), memory_->size());
+  }
+
+  std::string pipeline_text() const { return encoder_ ? encoder_->pipeline_text() : std::string(); }
+
+ private:
+  Encoder& live() {
+    if (!encoder_ || finished_) throw Error(ErrorCode::Usage, "this Encoder is finished or closed");
+    return *encoder_;
+  }
+  std::unique_ptr<std::vector<uint8_t>> memory_;
+  std::unique_ptr<VectorSink> sink_;
+  std::optional<Encoder> encoder_;
+  bool finished_ = false;
+};
+
+Decoder open_decoder(const py::object& source, unsigned threads) {
+  DecoderOptions o;
+  o.threads = threads;
+  if (py::isinstance<py::bytes>(source) || py::isinstance<py::bytearray>(source) ||
+      py::isinstance<py::memoryview>(source)) {
+    const py::buffer_info b = py::buffer(source).request();
+    const auto* p = static_cast<const uint8_t*>(b.ptr);
+    std::vector<uint8_t> bytes(p, p + b.size * b.itemsize);
+    py::gil_scoped_release unlocked;
+    return Decoder::from_bytes(std::move(bytes), o);
+  }
+  const auto path = py::str(source).cast<std::string>();
+  py::gil_scoped_release unlocked;
+  return Decoder::open(path, o);
+}
+
+void check_frame(const Decoder& d, size_t f) {
+  if (f >= d.frame_count())
+    throw py::index_error("frame " + std::to_string(f) + " of a container of " + std::to_string(d.frame_count()));
+}
+
+py::tuple info_tuple(const TensorInfo& t) {
+  py::tuple shape(t.shape.size());
+  for (size_t d = 0; d < t.shape.size(); ++d) shape[d] = t.shape[d];
+  return py::make_tuple(t.name, gradcodec::python::kind_name(t.dtype), t.descr, shape);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "gradcodec's C++ library (the public API); use the package gradcodec.";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      const py::object cls = py::module_::import("gradcodec._errors").attr(error_class(e.code()));
+      const py::tuple args = py::make_tuple(e.what(), static_cast<int>(e.code()));
+      PyErr_SetObject(cls.ptr(), args.ptr());
+    }
+  });
+
+  m.def("version", &gradcodec::version);
+  m.def("canonical_pipeline", [](const std::string& preset, const std::string& pipeline) {
+    EncoderOptions o;
+    o.preset = preset;
+    o.pipeline = pipeline;
+    return canonical_pipeline(o);
+  });
+
+  py::class_<PyEncoder>(m, "Encoder")
+      .def(py::init<const std::optional<std::string>&, const std::string&, const std::string&, uint64_t, unsigned,
+                    uint32_t, const std::string&, bool, const std::string&>(),
+           py::arg("path"), py::arg("preset"), py::arg("pipeline"), py::arg("seed"), py::arg("threads"),
+           py::arg("keyframe_interval"), py::arg("nonfinite"), py::arg("overwrite"), py::arg("inputs_json"))
+      .def("add", &PyEncoder::add, py::arg("items"), py::arg("source"))
+      .def("finish", &PyEncoder::finish)
+      .def("abort", &PyEncoder::abort)
+      .def("bytes", &PyEncoder::bytes)
+      .def("pipeline_text", &PyEncoder::pipeline_text);
+
+  py::class_<Decoder>(m, "Decoder")
+      .def(py::init(&open_decoder), py::arg("source"), py::arg("threads"))
+      .def("pipeline_text", &Decoder::pipeline_text)
+      .def("seed", &Decoder::seed)
+      .def("keyframe_interval", &Decoder::keyframe_interval)
+      .def("tool", &Decoder::tool)
+      .def("inputs_json", &Decoder::inputs_json)
+      .def("file_size", &Decoder::file_size)
+      .def("frame_count", &Decoder::frame_count)
+      .def("stateful", &Decoder::stateful)
+      .def("frame",
+           [](const Decoder& d, size_t f) {
+             check_frame(d, f);
+             const FrameEntry e = d.frame(f);
+             return py::make_tuple(e.index, e.keyframe, e.source);
+           })
+      .def("tensors",
+           [](const Decoder& d, size_t f) {
+             check_frame(d, f);
+             py::list out;
+             for (const auto& t : d.tensors(f)) out.append(info_tuple(t));
+             return out;
+           })
+      .def("find",
+           [](const Decoder& d, size_t f, const std::string& name) {
+             check_frame(d, f);
+             return d.find(f, name);
+           })
+      .def("decode",
+           [](Decoder& d, size_t f, size_t i) {
+             check_frame(d, f);
+             if (i >= d.tensors(f).size()) throw py::index_error("tensor index out of range");
+             std::optional<Tensor> t;
+             {
+               py::gil_scoped_release unlocked;
+               t.emplace(d.decode(f, i));
+             }
+             return to_python(*t);
+           })
+      .def("decode_frame", [](Decoder& d, size_t f) {
+        check_frame(d, f);
+        std::vector<Tensor> tensors;
+        {
+          py::gil_scoped_release unlocked;
+          d.decode_frame(f, [&](Tensor&& t) { tensors.push_back(std::move(t)); });
+        }
+        py::list out;
+        for (const auto& t : tensors) out.append(py::make_tuple(t.info.name, to_python(t)));
+        return out;
+      });
+
+  m.def(
+      "inspect",
+      [](const std::string& path, bool decode) {
+        py::gil_scoped_release unlocked;
+        return inspect(path, InspectOptions{.decode = decode});
+      },
+      py::arg("path"), py::arg("decode"));
+
+  m.def(
+      "merge",
+      [](const std::vector<std::string>& inputs, const std::string& output, const std::string& method, uint64_t seed,
+         std::optional<double> eta, const std::string& preset, const std::string& pipeline, bool compensation,
+         uint32_t full_sync, unsigned threads, bool overwrite, const std::string& inputs_json) {
+        MergeSettings s;
+        s.method = method;
+        s.seed = seed;
+        s.eta = eta;
+        s.preset = preset;
+        s.pipeline = pipeline;
+        s.compensation = compensation;
+        s.full_sync = full_sync;
+        s.threads = threads;
+        s.overwrite = overwrite;
+        s.inputs_json = inputs_json;
+        MergeSummary r;
+        {
+          py::gil_scoped_release unlocked;
+          r = merge(inputs, output, s);
+        }
+        py::dict d;
+        d["frames"] = r.frames;
+        d["tensors"] = r.tensors;
+        d["pipeline"] = r.pipeline_text;
+        d["hop_bits"] = r.hop_bits;
+        d["bytes_written"] = r.bytes_written;
+        return d;
+      },
+      py::arg("inputs"), py::arg("output"), py::arg("method"), py::arg("seed"), py::arg("eta"), py::arg("preset"),
+      py::arg("pipeline"), py::arg("compensation"), py::arg("full_sync"), py::arg("threads"), py::arg("overwrite"),
+      py::arg("inputs_json"));
+}

@@ -1,0 +1,228 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The numpy API of the Python module (docs/python.md) on the bundled real gradients, against
+the CLI: the same records, the same decoded tensors, the same inspect record, the same merge."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gradcodec
+from conftest import CLI, cli, load_npz, records
+
+# Stateless and stateful, deterministic and stochastic, sparse, quantized and low-rank.
+PRESETS = ["lossless", "topk-1pct", "qsgd4", "terngrad", "onebit", "tcs", "powersgd-r2", "bird+"]
+
+
+def test_importing_gradcodec_does_not_import_torch():
+    code = "import sys, gradcodec; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_records_are_the_clis(tmp_path, steps, preset):
+    paths, frames = steps
+    out = tmp_path / "cli.gcz"
+    cli("encode", *paths, "-o", out, "--preset", preset, "--seed", 7)
+    mine = gradcodec.encode(frames, preset=preset, seed=7, threads=2)
+    theirs = out.read_bytes()
+    assert records(mine) == records(theirs)
+    # The header differs only in the description of the inputs.
+    c, d = gradcodec.open(mine), gradcodec.open(theirs)
+    assert (c.pipeline, c.seed, c.keyframe_interval, c.tool) == (d.pipeline, d.seed, d.keyframe_interval, d.tool)
+    assert c.inputs == [] and [i["format"] for i in d.inputs] == ["npz", "npz"]
+
+
+def test_a_different_seed_gives_different_records(steps):
+    _, frames = steps
+    a = gradcodec.encode(frames[0], preset="terngrad", seed=7)
+    b = gradcodec.encode(frames[0], preset="terngrad", seed=8)
+    assert records(a) != records(b)
+
+
+@pytest.mark.parametrize("preset", ["qsgd4", "powersgd-r2"])
+def test_decoded_tensors_are_the_clis(tmp_path, steps, preset):
+    paths, frames = steps
+    gcz = tmp_path / "run.gcz"
+    gradcodec.encode(frames, gcz, preset=preset, seed=3)
+    cli("decode", gcz, "-o", tmp_path / "out.npz", "--frame", 1)
+    theirs = load_npz(tmp_path / "out.npz")
+    mine = gradcodec.decode(gcz, frame=1)
+    assert list(mine) == list(theirs) == list(frames[1])
+    for name, arr in mine.items():
+        assert arr.dtype == theirs[name].dtype and arr.shape == theirs[name].shape
+        assert arr.tobytes() == theirs[name].tobytes(), name
+
+
+def test_lossless_gives_back_every_bit(steps):
+    _, frames = steps
+    got = gradcodec.decode(gradcodec.encode(frames[0]))
+    assert list(got) == list(frames[0])
+    for name, arr in frames[0].items():
+        assert got[name].dtype == arr.dtype and got[name].shape == arr.shape
+        assert got[name].tobytes() == arr.tobytes(), name
+
+
+def test_open_lists_frames_and_tensors_without_decoding(tmp_path, steps):
+    _, frames = steps
+    path = tmp_path / "seq.gcz"
+    assert gradcodec.encode(frames, path, preset="topk-1pct", seed=11, keyframe_interval=2) is None
+    with gradcodec.open(path) as c:
+        assert len(c) == 2 and [f.index for f in c.frames] == [0, 1]
+        assert [f.keyframe for f in c.frames] == [True, False]
+        assert c.pipeline == gradcodec.canonical_pipeline(preset="topk-1pct")
+        assert c.seed == 11 and c.keyframe_interval == 2 and c.tool == "gradcodec " + gradcodec.__version__
+        infos = c.tensors(1)
+        assert [t.name for t in infos] == list(frames[1])
+        assert [t.shape for t in infos] == [a.shape for a in frames[1].values()]
+        assert [t.dtype for t in infos] == [a.dtype for a in frames[1].values()]
+        whole = c.read(-1)
+        name = infos[3].name
+        assert c.read_tensor(1, name).tobytes() == whole[name].tobytes()
+        with pytest.raises(KeyError):
+            c.read_tensor(0, "no.such.tensor")
+        with pytest.raises(IndexError):
+            c.read(2)
+
+
+def test_inspect_is_the_clis_json(tmp_path, steps):
+    paths, frames = steps
+    path = tmp_path / "run.gcz"
+    gradcodec.encode(frames, path, preset="sbc", seed=1)
+    assert gradcodec.inspect(path) == json.loads(cli("inspect", "--json", path).stdout)
+    quick = gradcodec.inspect(path, decode=False)
+    assert quick == json.loads(cli("inspect", "--json", "--no-decode", path).stdout)
+    from_bytes = gradcodec.inspect(path.read_bytes())
+    assert from_bytes.pop("file") is None
+    assert from_bytes == {k: v for k, v in gradcodec.inspect(path).items() if k != "file"}
+
+
+def test_merge_is_the_clis(tmp_path, steps):
+    _, frames = steps
+    workers = []
+    for w, frame in enumerate(frames):
+        p = tmp_path / f"w{w}.gcz"
+        gradcodec.encode(frame, p, preset="ssdm", seed=w)
+        workers.append(p)
+    out = tmp_path / "m.gcz"
+    cli("merge", *workers, "-o", out, "--method", "marsit", "--seed", 5)
+    merged = gradcodec.merge(workers, method="marsit", seed=5)
+    assert records(merged) == records(out.read_bytes())
+    from_bytes = gradcodec.merge([p.read_bytes() for p in workers], method="marsit", seed=5)
+    assert records(from_bytes) == records(merged)
+    summary = gradcodec.merge(workers, tmp_path / "m2.gcz", method="mean")
+    assert summary["frames"] == 1 and summary["tensors"] == len(frames[0])
+    assert (tmp_path / "m2.gcz").stat().st_size == summary["bytes_written"]
+
+
+def test_encoder_appends_frames_and_reports_sizes(steps):
+    _, frames = steps
+    with gradcodec.Encoder(preset="topk-1pct", seed=2) as enc:
+        sizes = [enc.add(f) for f in frames]
+    blob = enc.getvalue()
+    assert blob == gradcodec.encode(frames, preset="topk-1pct", seed=2)
+    assert [[s["name"] for s in frame] for frame in sizes] == [list(f) for f in frames]
+    assert [s["record_bytes"] for s in sizes[1]] == [len(r) for r in records(blob)[1]]
+    assert enc.summary["frames"] == 2 and enc.summary["output_bytes"] == len(blob)
+    assert enc.summary["ratio"] == pytest.approx(enc.summary["input_bytes"] / len(blob))
+
+
+def test_an_exception_in_the_block_leaves_no_file_and_keeps_the_old_one(tmp_path, steps):
+    _, frames = steps
+    path = tmp_path / "run.gcz"
+    with pytest.raises(RuntimeError):
+        with gradcodec.Encoder(path) as enc:
+            enc.add(frames[0])
+            raise RuntimeError("training diverged")
+    assert list(tmp_path.iterdir()) == []
+    path.write_bytes(b"the user's file")
+    with pytest.raises(RuntimeError):
+        with gradcodec.Encoder(path) as enc:
+            enc.add(frames[0])
+            raise RuntimeError("again")
+    assert path.read_bytes() == b"the user's file" and len(list(tmp_path.iterdir())) == 1
+    with gradcodec.Encoder(path) as enc:
+        enc.add(frames[0])
+    assert gradcodec.open(path).tensors(0)[0].name == next(iter(frames[0]))
+
+
+def test_arrays_of_every_layout_give_the_same_records():
+    rng = np.random.default_rng(4)
+    base = rng.standard_normal((64, 48)).astype(np.float32)
+    ref = records(gradcodec.encode({"w": base}, preset="qsgd4", seed=1))
+    strided = np.asfortranarray(base)
+    assert not strided.flags.c_contiguous
+    assert records(gradcodec.encode({"w": strided}, preset="qsgd4", seed=1)) == ref
+    big = base.astype(">f4")
+    assert records(gradcodec.encode({"w": big}, preset="qsgd4", seed=1)) == ref
+    sliced = np.concatenate([base, base], axis=1)[:, ::2]
+    assert records(gradcodec.encode({"w": np.ascontiguousarray(sliced)}, preset="qsgd4", seed=1)) == \
+        records(gradcodec.encode({"w": sliced}, preset="qsgd4", seed=1))
+
+
+def test_every_dtype_comes_back_as_stored():
+    frame = {
+        "h": np.linspace(-2, 2, 33, dtype=np.float16),
+        "s": np.array(1.5, dtype=np.float32),  # 0-d
+        "d": np.arange(12, dtype=np.float64).reshape(3, 4) / 7,
+        "i": np.arange(6, dtype=np.int64).reshape(2, 3),
+        "b": np.array([True, False, True]),
+        "c": np.array([1 + 2j, 3 - 4j], dtype=np.complex64),
+        "e": np.zeros((0, 5), dtype=np.float32),
+    }
+    got = gradcodec.decode(gradcodec.encode(frame))
+    for name, arr in frame.items():
+        assert got[name].dtype == arr.dtype and got[name].shape == arr.shape, name
+        assert got[name].tobytes() == arr.tobytes(), name
+    infos = {t.name: t for t in gradcodec.open(gradcodec.encode(frame)).tensors()}
+    assert infos["s"].shape == () and infos["i"].dtype == np.dtype("<i8")
+
+
+def test_errors_carry_the_clis_exit_codes(steps):
+    _, frames = steps
+    w = next(iter(frames[0].values()))
+    cases = [
+        (lambda: gradcodec.encode({"w": w}, pipeline="topk(ratio=2)"), gradcodec.UsageError, 1),
+        (lambda: gradcodec.encode({"w": w}, preset="no-such-preset"), gradcodec.UsageError, 1),
+        (lambda: gradcodec.encode({"w": w}, preset="fp16", pipeline="fp16"), gradcodec.UsageError, 1),
+        (lambda: gradcodec.encode({"w": w}, seed=-1), gradcodec.UsageError, 1),
+        (lambda: gradcodec.encode([{"w": w}, "x"]), gradcodec.UsageError, 1),
+        (lambda: gradcodec.encode({"w": w}, nonfinite="zero"), gradcodec.UsageError, 1),
+        (lambda: gradcodec.encode({"o": np.array([object()])}), gradcodec.InputError, 2),
+        (lambda: gradcodec.encode({"w": np.array([1.0, np.nan], np.float32)}, preset="qsgd4"), gradcodec.InputError, 2),
+        (lambda: gradcodec.decode(b"not a container at all, just bytes" * 4), gradcodec.CorruptError, 3),
+    ]
+    for call, cls, code in cases:
+        with pytest.raises(cls) as e:
+            call()
+        assert e.value.code == code and isinstance(e.value, gradcodec.Error), e.value
+        assert str(e.value)
+
+
+def test_a_damaged_container_is_corrupt_and_a_snapshot_is_not_a_container(steps):
+    paths, frames = steps
+    blob = bytearray(gradcodec.encode(frames[0], preset="qsgd4", seed=1))
+    rec = records(bytes(blob))[0][5]
+    at = bytes(blob).find(rec) + len(rec) - 3  # inside the record's streams
+    blob[at] ^= 0x40
+    with pytest.raises(gradcodec.CorruptError) as e:
+        gradcodec.decode(bytes(blob))
+    assert e.value.code == 3 and "checksum" in str(e.value)
+    with pytest.raises(gradcodec.InputError) as e:
+        gradcodec.open(paths[0])
+    assert e.value.code == 2 and "npz" in str(e.value).lower()
+
+
+def test_nonfinite_values_are_stored_raw_when_asked():
+    x = np.array([1.0, np.inf, -np.inf, np.nan, 2.0] * 50, np.float32)
+    got = gradcodec.decode(gradcodec.encode({"x": x}, preset="qsgd4", nonfinite="raw"))["x"]
+    assert got.tobytes() == x.tobytes()
+
+
+def test_thread_count_does_not_change_the_bytes(steps):
+    _, frames = steps
+    one = gradcodec.encode(frames, preset="bird+", seed=9, threads=1)
+    assert gradcodec.encode(frames, preset="bird+", seed=9, threads=3) == one
+    assert gradcodec.decode(one, 1, threads=3).keys() == frames[1].keys()
