@@ -4,6 +4,8 @@
 // writes the parent's bytes, and several encoders at once write the bytes of a serial encode.
 #include <catch2/catch.hpp>
 
+#include "thread_census.hpp"
+
 #include "support.hpp"
 
 #include "core/workers.hpp"
@@ -71,22 +73,6 @@ std::vector<uint8_t> encode(const std::string& preset, const std::vector<Tensor>
   return bytes;
 }
 
-// The threads of this process now (/proc/self/task).
-size_t thread_count() {
-  size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
-  return n;
-}
-
-// Waits up to 2 s for the process to have `n` threads again (a joined thread leaves
-// /proc/self/task a moment after its join returns); true when it has.
-bool threads_back_to(size_t n) {
-  const auto until = Clock::now() + std::chrono::seconds(2);
-  while (thread_count() != n)
-    if (Clock::now() > until) return false;
-    else std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return true;
-}
 
 }  // namespace
 

@@ -5,6 +5,8 @@
 // helpers are joined when their Workers is destroyed, and a Workers works in a child of fork().
 #include <catch2/catch.hpp>
 
+#include "thread_census.hpp"
+
 #include "core/workers.hpp"
 
 #include <atomic>
@@ -21,6 +23,8 @@
 #include <unistd.h>
 
 using namespace gradcodec;
+using gradcodec::test::thread_count;
+using gradcodec::test::threads_back_to;
 
 namespace {
 
@@ -167,26 +171,6 @@ TEST_CASE("run_with_helpers: an error is rethrown once every body has returned",
   CHECK(met == 3);
 }
 
-namespace {
-
-// The threads of this process now (/proc/self/task).
-size_t thread_count() {
-  size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
-  return n;
-}
-
-// Waits up to 2 s for the process to have `n` threads again (a joined thread leaves
-// /proc/self/task a moment after its join returns); true when it has.
-bool threads_back_to(size_t n) {
-  const auto until = Clock::now() + std::chrono::seconds(2);
-  while (thread_count() != n)
-    if (Clock::now() > until) return false;
-    else std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return true;
-}
-
-}  // namespace
 
 TEST_CASE("Workers: its helpers are joined when it is destroyed, awake or asleep", "[helpers]") {
   const size_t before = thread_count();
