@@ -3,6 +3,7 @@
 #include <gradcodec/gradcodec.hpp>
 
 #include "api/threads.hpp"
+#include "api/facade.hpp"
 
 #include <gradcodec/codec.hpp>
 
@@ -12,13 +13,15 @@ namespace gradcodec {
 
 const char* version() noexcept { return tool_version(); }
 
+Pipeline api::chosen_pipeline(const std::string& preset, const std::string& pipeline) {
+  if (!preset.empty() && !pipeline.empty()) fail(ErrorCode::Usage, "give a preset or a pipeline text, not both");
+  if (!pipeline.empty()) return Pipeline::parse(pipeline);
+  return Pipeline::preset(preset.empty() ? "lossless" : preset);
+}
+
 namespace {
 
-Pipeline chosen_pipeline(const EncoderOptions& o) {
-  if (!o.preset.empty() && !o.pipeline.empty()) fail(ErrorCode::Usage, "give a preset or a pipeline text, not both");
-  if (!o.pipeline.empty()) return Pipeline::parse(o.pipeline);
-  return Pipeline::preset(o.preset.empty() ? "lossless" : o.preset);
-}
+Pipeline chosen_pipeline(const EncoderOptions& o) { return api::chosen_pipeline(o.preset, o.pipeline); }
 
 EncodeOptions engine_options(const EncoderOptions& o) {
   EncodeOptions e;
@@ -29,15 +32,6 @@ EncodeOptions engine_options(const EncoderOptions& o) {
   e.memory_limit = o.memory_limit;
   e.progress = o.progress;
   return e;
-}
-
-// The bytes a view covers (its shape's for the floating types, `bytes` for Other).
-uint64_t view_bytes(const TensorView& v) {
-  if (v.dtype == DType::Other) return v.bytes;
-  const uint64_t n = shape_elements(v.shape);
-  const uint64_t size = dtype_size(v.dtype);
-  if (n > UINT64_MAX / size) fail(ErrorCode::Input, v.name + ": shape " + shape_string(v.shape) + " is too large");
-  return n * size;
 }
 
 }  // namespace
@@ -99,7 +93,7 @@ std::vector<TensorSummary> Encoder::add_frame(std::span<const TensorView> tensor
   src.info = info;
   src.load = [tensors, info](size_t k) {
     const TensorView& v = tensors[k];
-    const uint64_t n = view_bytes(v);
+    const uint64_t n = api::view_bytes(v);
     if (n && !v.data) fail(ErrorCode::Usage, v.name + ": a tensor view of " + std::to_string(n) + " bytes has no data");
     Tensor t;
     t.info = info(k);

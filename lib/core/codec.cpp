@@ -113,6 +113,10 @@ const PipelineStages& PipelineStages::variant(int k) const {
 PipelineStages::~PipelineStages() = default;
 PipelineStages::PipelineStages(PipelineStages&&) noexcept = default;
 
+bool PipelineStages::plans_frame() const noexcept {
+  return reducer_ >= 0 && static_cast<const Reducer*>(stages_[static_cast<size_t>(reducer_)].get())->plans_frame();
+}
+
 std::shared_ptr<const StageState> PipelineStages::plan_frame(const FrameView& frame, const StageContext& base,
                                                              const std::function<const TensorState*(size_t)>& states) const {
   if (reducer_ < 0) return nullptr;

@@ -219,6 +219,13 @@ void ContainerWriter::begin_frame(const FrameInfo& f) {
   impl_->section("FRAM", p, false);
 }
 
+uint64_t record_size(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams) {
+  const std::vector<uint64_t> sums(streams.all().size(), 0);  // their values do not change the size
+  uint64_t n = 4 + 4 + encode_meta(info, storage, variant, streams, sums).size() + 8;  // Impl::section
+  for (const auto& s : streams.all()) n += s.view().size();
+  return n;
+}
+
 std::vector<uint64_t> stream_checksums(const Streams& streams) {
   std::vector<uint64_t> sums;
   sums.reserve(streams.all().size());

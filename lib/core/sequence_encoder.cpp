@@ -39,11 +39,8 @@ ContainerHeader SequenceEncoder::header(const std::string& inputs_json) const {
   return h;
 }
 
-namespace {
-
-// What the container cannot record, refused (as an input the tool does not support) before any
-// record of the frame is written: a name or a dtype description over kMaxStr16 bytes (u16 lengths),
-// more than kMaxDims dimensions.
+// (codec.hpp) A name or a dtype description over kMaxStr16 bytes (u16 lengths), more than
+// kMaxDims dimensions.
 void check_storable(const TensorInfo& info, const std::string& source) {
   auto shown = [](const std::string& s) { return s.size() > 40 ? s.substr(0, 40) + "..." : s; };
   const std::string most = std::to_string(kMaxStr16);
@@ -57,6 +54,88 @@ void check_storable(const TensorInfo& info, const std::string& source) {
     fail(ErrorCode::Input, source + ": tensor '" + shown(info.name) + "' has " + std::to_string(info.shape.size()) +
                                " dimensions; a container stores at most " + std::to_string(kMaxDims));
 }
+
+EncodedRecord encode_record(const PipelineStages& stages, const Tensor& t, const StageContext& ctx,
+                            PipelineStages::TensorState& st, NonFinite nonfinite_policy, bool timed,
+                            const std::string& source, Tensor* decoded) {
+  EncodedRecord rec;
+  if (t.dtype() == DType::Other) {
+    rec.storage = Storage::PassThrough;
+    rec.streams.add("raw").bytes.assign(t.data.data(), t.data.data() + t.data.size());
+    if (decoded) {
+      decoded->info = t.info;
+      decoded->data = Buffer(std::vector<uint8_t>(t.data.data(), t.data.data() + t.data.size()));
+    }
+    return rec;
+  }
+  if (ctx.keyframe) st.dec.clear();
+  // A lossy pipeline's tensor with NaN/Inf is refused or stored raw. Counted here, or by the
+  // pipeline's first stage as it reads an f32 tensor (PipelineStages::screens_nonfinite). So
+  // is an f64 tensor holding finite values beyond float32's range: lossy stages compute in
+  // float32, where they would turn into Inf (and a norm of them into NaN for every element).
+  const bool screened = stages.screens_nonfinite() && t.dtype() == DType::F32;
+  uint64_t nonfinite = stages.lossless() || screened ? 0 : count_nonfinite(t);
+  const uint64_t beyond = stages.lossless() ? 0 : count_beyond_f32(t);
+  auto refuse_nonfinite = [&] {
+    if (nonfinite_policy != NonFinite::Refuse) return;
+    if (nonfinite)
+      fail(ErrorCode::Input, source + ": tensor '" + t.name() + "' has " + std::to_string(nonfinite) +
+                                 " non-finite value(s) (NaN/Inf) and the pipeline is lossy; --nonfinite=raw "
+                                 "stores such tensors raw");
+    if (beyond)
+      fail(ErrorCode::Input, source + ": tensor '" + t.name() + "' has " + std::to_string(beyond) +
+                                 " value(s) beyond float32's range (|x| > 3.4e38), which the lossy pipeline, "
+                                 "computing in float32, would turn into Inf/NaN; --nonfinite=raw stores such "
+                                 "tensors raw");
+  };
+  refuse_nonfinite();
+  PipelineStages::Encoded enc;
+  if (!nonfinite && !beyond) {  // (else NonFinite::Raw: the tensor is stored raw, as it is)
+    enc = stages.encode(t, ctx, st, timed);
+    rec.times = enc.times;
+    rec.kept = enc.kept;
+    if (screened) nonfinite = enc.nonfinite;
+    refuse_nonfinite();
+    // A stage met finite values it cannot represent (a norm beyond float32, a value beyond
+    // float16): decoded, they would be Inf/NaN.
+    if (!enc.overflow.empty() && nonfinite_policy == NonFinite::Refuse)
+      fail(ErrorCode::Input, source + ": tensor '" + t.name() + "': " + enc.overflow +
+                                 ", which would decode as Inf/NaN; --nonfinite=raw stores such tensors raw");
+  }
+  if (nonfinite || beyond || !enc.overflow.empty() || enc.streams.total_bytes() >= t.data.size()) {
+    enc = PipelineStages::Encoded{};  // free the larger-than-raw streams before the raw copy
+    rec.kept = t.elements();          // every value sent, exactly
+    rec.storage = Storage::Raw;
+    rec.streams.add("raw", static_cast<uint8_t>(dtype_size(t.dtype())))
+        .bytes.assign(t.data.data(), t.data.data() + t.data.size());
+    stages.observe_raw(t, ctx, st, true);
+    if (decoded) {  // a raw record decodes to the tensor's own bytes
+      decoded->info = t.info;
+      decoded->data = Buffer(std::vector<uint8_t>(t.data.data(), t.data.data() + t.data.size()));
+    }
+    return rec;
+  }
+  rec.storage = Storage::Pipeline;
+  rec.stats = std::move(enc.stats);
+  rec.variant = enc.variant;
+  // The decoder decodes a record with its variant's pipeline, if any.
+  const PipelineStages& ds = enc.variant >= 0 ? stages.variant(enc.variant) : stages;
+  if (stages.stateful()) {
+    // The mirror decoder decodes what the decoder will, into the decoder side of the state.
+    std::vector<float> recon;
+    Tensor out = ds.decode(t.info, std::move(enc.plain), false, ctx, st, &recon);
+    stages.after_encode(recon, ctx, st);
+    if (decoded) *decoded = std::move(out);
+  } else if (decoded) {
+    // A decoder of a stateless pipeline starts each record from an empty state.
+    PipelineStages::TensorState fresh;
+    *decoded = ds.decode(t.info, enc.streams, true, ctx, fresh);
+  }
+  rec.streams = std::move(enc.streams);
+  return rec;
+}
+
+namespace {
 
 // Slack of the pool's memory budget beyond threads × the largest tensor (run_ordered's
 // min_slack): finished records wait for the writer while the other threads go on. With
@@ -145,33 +224,6 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   auto run = [&](Job& job, uint32_t index) {
     try {
       const Tensor& t = job.tensor;
-      if (t.dtype() == DType::Other) {
-        job.storage = Storage::PassThrough;
-        job.streams.add("raw").bytes.assign(t.data.data(), t.data.data() + t.data.size());
-        return;
-      }
-      auto& st = im.states.at(t.name());  // created before the workers start
-      if (keyframe) st.dec.clear();
-      // A lossy pipeline's tensor with NaN/Inf is refused or stored raw. Counted here, or by the
-      // pipeline's first stage as it reads an f32 tensor (PipelineStages::screens_nonfinite). So
-      // is an f64 tensor holding finite values beyond float32's range: lossy stages compute in
-      // float32, where they would turn into Inf (and a norm of them into NaN for every element).
-      const bool screened = im.stages.screens_nonfinite() && t.dtype() == DType::F32;
-      uint64_t nonfinite = im.stages.lossless() || screened ? 0 : count_nonfinite(t);
-      const uint64_t beyond = im.stages.lossless() ? 0 : count_beyond_f32(t);
-      auto refuse_nonfinite = [&] {
-        if (im.opt.nonfinite != NonFinite::Refuse) return;
-        if (nonfinite)
-          fail(ErrorCode::Input, src.source + ": tensor '" + t.name() + "' has " + std::to_string(nonfinite) +
-                                     " non-finite value(s) (NaN/Inf) and the pipeline is lossy; --nonfinite=raw "
-                                     "stores such tensors raw");
-        if (beyond)
-          fail(ErrorCode::Input, src.source + ": tensor '" + t.name() + "' has " + std::to_string(beyond) +
-                                     " value(s) beyond float32's range (|x| > 3.4e38), which the lossy pipeline, "
-                                     "computing in float32, would turn into Inf/NaN; --nonfinite=raw stores such "
-                                     "tensors raw");
-      };
-      refuse_nonfinite();
       StageContext ctx;
       ctx.seed = im.opt.seed;
       ctx.frame = frame;
@@ -179,39 +231,14 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       ctx.keyframe = keyframe;
       ctx.info = &t.info;
       ctx.frame_plan = plan.get();
-      PipelineStages::Encoded enc;
-      if (!nonfinite && !beyond) {  // (else NonFinite::Raw: the tensor is stored raw, as it is)
-        enc = im.stages.encode(t, ctx, st, im.opt.time_stages);
-        job.times = enc.times;
-        job.kept = enc.kept;
-        if (screened) nonfinite = enc.nonfinite;
-        refuse_nonfinite();
-        // A stage met finite values it cannot represent (a norm beyond float32, a value beyond
-        // float16): decoded, they would be Inf/NaN.
-        if (!enc.overflow.empty() && im.opt.nonfinite == NonFinite::Refuse)
-          fail(ErrorCode::Input, src.source + ": tensor '" + t.name() + "': " + enc.overflow +
-                                     ", which would decode as Inf/NaN; --nonfinite=raw stores such tensors raw");
-      }
-      if (nonfinite || beyond || !enc.overflow.empty() || enc.streams.total_bytes() >= t.data.size()) {
-        enc = PipelineStages::Encoded{};  // free the larger-than-raw streams before the raw copy
-        job.kept = t.elements();  // every value sent, exactly
-        job.storage = Storage::Raw;
-        job.streams.add("raw", static_cast<uint8_t>(dtype_size(t.dtype())))
-            .bytes.assign(t.data.data(), t.data.data() + t.data.size());
-        im.stages.observe_raw(t, ctx, st, true);
-      } else {
-        job.storage = Storage::Pipeline;
-        job.stats = std::move(enc.stats);
-        job.variant = enc.variant;
-        if (im.stages.stateful()) {
-          // The mirror decoder decodes what the decoder will: the record's variant, if any.
-          const PipelineStages& ds = enc.variant >= 0 ? im.stages.variant(enc.variant) : im.stages;
-          std::vector<float> recon;
-          ds.decode(t.info, std::move(enc.plain), false, ctx, st, &recon);
-          im.stages.after_encode(recon, ctx, st);
-        }
-        job.streams = std::move(enc.streams);
-      }
+      auto& st = im.states.at(t.name());  // created before the workers start
+      EncodedRecord rec = encode_record(im.stages, t, ctx, st, im.opt.nonfinite, im.opt.time_stages, src.source);
+      job.storage = rec.storage;
+      job.streams = std::move(rec.streams);
+      job.variant = rec.variant;
+      job.kept = rec.kept;
+      job.times = rec.times;
+      job.stats = std::move(rec.stats);
     } catch (...) {
       job.error = std::current_exception();
     }

@@ -55,6 +55,7 @@ class Accordion final : public Reducer {
     return 10 + std::max(sub_[0]->work_per_element(t, kept), sub_[1]->work_per_element(t, kept));
   }
 
+  bool plans_frame() const noexcept override { return sub_[0]->plans_frame() || sub_[1]->plans_frame(); }
   std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const override {
     FrameView v = frame;
     if (frame.state) {

@@ -57,6 +57,7 @@ class Bird final : public Reducer {
     return 1 + 4 * kept + 16 / m;
   }
 
+  bool plans_frame() const noexcept override { return attach_; }
   std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const override {
     if (!attach_ || frame.count == 0) return nullptr;
     const std::vector<int64_t> attach = bird_attach_map(frame.count, frame.info);

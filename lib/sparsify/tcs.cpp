@@ -315,6 +315,7 @@ class Tcs final : public Reducer {
   // mask is snapshot-wide: any tensor may keep all of its elements (kept_fraction 1).
   double work_per_element(const TensorInfo&, double kept) const noexcept override { return 18 + 12 * kept; }
 
+  bool plans_frame() const noexcept override { return true; }
   std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext& ctx) const override {
     auto plan = std::make_shared<Plan>();
     const size_t count = frame.count;

@@ -170,6 +170,7 @@ class Topk final : public ElementwiseSparsifier {
 
   // Three passes over the frame (one per radix digit), each loading one tensor at a time. The
   // last pass keeps, per tensor, the non-empty bins of its last-digit histogram (≤ 1024 each).
+  bool plans_frame() const noexcept override { return global_; }
   std::shared_ptr<const StageState> plan_frame(const FrameView& frame, const StageContext&) const override {
     if (!global_) return nullptr;
     auto plan = std::make_shared<GlobalCut>();

@@ -58,6 +58,35 @@ struct TensorOutcome {
   StageStats stats;           // the stages' figures for this record (empty for raw records)
 };
 
+// Refuses what a container cannot record (Error Input naming `source` and the tensor): a name or
+// a dtype description over kMaxStr16 bytes, more than kMaxDims dimensions.
+void check_storable(const TensorInfo& info, const std::string& source);
+
+// One tensor's record, as SequenceEncoder::encode_frame makes it.
+struct EncodedRecord {
+  Storage storage = Storage::Pipeline;
+  Streams streams;    // as the container stores them (lossless stages applied)
+  int variant = -1;   // the PipelineStages::variant() that made it, or -1: the pipeline itself
+  uint64_t kept = 0;  // TensorOutcome::kept
+  StageTimes times;   // when `timed`
+  StageStats stats;
+};
+// The engine's step for one tensor, which encode_frame runs for each tensor of a frame (and the
+// facade's Compressor for one tensor at a time): tensor `t` encoded with `ctx` (seed, frame, the
+// tensor's index in its frame, keyframe, the frame's plan) and `st`, its state from the frames
+// before (its decoder side cleared here on a keyframe). A non-floating tensor becomes a
+// pass-through record. A lossy pipeline's tensor with NaN/Inf or values beyond float32's range,
+// or one a stage cannot represent (Payload::overflow), is refused (Error Input naming `source`
+// and the tensor) or stored raw, as `nonfinite` says; so is, raw, one whose streams would not be
+// smaller than its bytes. `decoded`, when given, receives what a decoder of the record returns
+// (for a stateful pipeline, what the encoder's mirror decoder makes anyway). A tensor refused
+// for its NaN/Inf or its values beyond float32 by a pipeline that does not screens_nonfinite()
+// (every stateful one) is refused before `st` is touched (but for the keyframe's clearing of
+// its decoder side); another exception may leave `st` part-way updated.
+EncodedRecord encode_record(const PipelineStages& stages, const Tensor& t, const StageContext& ctx,
+                            PipelineStages::TensorState& st, NonFinite nonfinite, bool timed,
+                            const std::string& source, Tensor* decoded = nullptr);
+
 class SequenceEncoder {
  public:
   SequenceEncoder(const Pipeline& pipeline, const EncodeOptions& options);

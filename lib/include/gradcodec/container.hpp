@@ -68,6 +68,10 @@ struct RecordMeta {
   uint64_t stream_bytes() const noexcept;
 };
 
+// The bytes ContainerWriter::add writes for this record: its metadata section (tag, length,
+// metadata, checksum) and its streams.
+uint64_t record_size(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams);
+
 // The XXH3-64 checksum of each stream, in order: what a record's metadata stores.
 std::vector<uint64_t> stream_checksums(const Streams& streams);
 

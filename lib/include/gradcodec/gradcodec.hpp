@@ -4,7 +4,8 @@
 // Encoder writes tensors into a .gcz container (docs/format.md) through a pipeline
 // (docs/grammar.md, docs/stages.md); Decoder reads them back. Both own their worker threads. For
 // the same tensors (names, order, dtypes, bytes), pipeline, seed and description of the inputs,
-// an Encoder writes the same bytes as `gradcodec encode`, for any thread count.
+// an Encoder writes the same bytes as `gradcodec encode`, for any thread count. Compressor runs a
+// pipeline over tensors one at a time, without files, and returns what a decoder would get.
 //
 // Errors are thrown as gradcodec::Error (<gradcodec/error.hpp>), whose code() is the CLI's exit
 // code: Usage (a bad pipeline, an option out of range), Input (a tensor refused, a failed
@@ -167,6 +168,67 @@ class Decoder {
  private:
   struct Impl;
   explicit Decoder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Compressor: a pipeline applied inside a training loop, without files. Each call encodes one
+// tensor as the next frame of its name's sequence and returns what a receiver decoding those
+// records gets, so a program can train on the compressed gradients directly.
+struct CompressorOptions {
+  // As EncoderOptions: a preset name or a pipeline text, not both; neither is "lossless". A bad
+  // name or text is Error(Usage) when the Compressor is made.
+  std::string preset;
+  std::string pipeline;
+  uint64_t seed = 0;  // every random choice, as EncoderOptions::seed
+  NonFinite nonfinite = NonFinite::Refuse;
+  // Largest working memory one tensor may take to encode (EncoderOptions::memory_limit).
+  uint64_t memory_limit = uint64_t{8} << 30;
+};
+
+// The contract. Every name is a sequence of its own, with the state of the pipeline's stateful
+// stages (error feedback, TCS's masks, PowerSGD's warm start, ...) carried from one call to the
+// next; names are independent of each other. Call c (0, 1, ...) of a name is frame c of an Encoder
+// container with keyframe_interval 0 (only frame 0 is a keyframe), the same pipeline and seed,
+// and the name's tensor is record `index` of its frame, where `index` is the number of names
+// called before the name's first call: calling roundtrip(name_j, F_i[j]) for the frames F_0..F_k
+// in order (each frame's tensors in one order) returns, bit for bit, the tensors a Decoder
+// returns for the container an Encoder writes of F_0..F_k. Only for a pipeline whose reducer
+// makes a snapshot-wide plan (topk(scope=global), tcs, bird(vectors=attach), accordion over
+// one: solo_frames()), a record depends on the other tensors of its frame; the Compressor then
+// makes each call a frame of its own (the name's tensor alone, index 0): the result is what a
+// Decoder returns for a container of the name's tensors alone, one per frame. A Compressor
+// works on the calling thread, one call at a time.
+class Compressor {
+ public:
+  explicit Compressor(const CompressorOptions& options = {});
+  Compressor(Compressor&&) noexcept;
+  Compressor& operator=(Compressor&&) noexcept;
+  ~Compressor();
+
+  // Encodes `tensor` (recorded under `name`; its view's name is ignored) as the next frame of
+  // that name's sequence and returns the decoded tensor: `name`, the view's dtype and shape
+  // (a non-floating tensor comes back as it is). The view is read in place, not kept. Errors
+  // as Encoder::add_frame: a non-finite value with NonFinite::Refuse, a tensor over the memory
+  // limit, a name or shape a container cannot store are Error(Input), and change nothing (the
+  // name's sequence goes on at the next call as if this one had not been made). After any
+  // other exception (a stage's value overflow refused, ...) a stateful pipeline's state of
+  // `name` is dropped: its next call is frame 0 again (calls(name) = 0). Other names are never
+  // touched.
+  Tensor roundtrip(const std::string& name, const TensorView& tensor);
+  // The bytes the last successful roundtrip's record takes in the container, framing included
+  // (TensorSummary::record_bytes); 0 before the first.
+  uint64_t last_bytes() const noexcept;
+  // Frames done for `name` (0 for a name never called).
+  uint64_t calls(const std::string& name) const;
+  // The pipeline in canonical text.
+  std::string pipeline_text() const;
+  // Whether the pipeline carries state from call to call of a name.
+  bool stateful() const noexcept;
+  // Whether each call is a frame of its own (the pipeline's reducer plans whole frames).
+  bool solo_frames() const noexcept;
+
+ private:
+  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

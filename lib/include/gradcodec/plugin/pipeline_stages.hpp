@@ -46,6 +46,9 @@ class PipelineStages {
   // the reducer screens_nonfinite() and sees the input first (no transform, no state).
   bool screens_nonfinite() const noexcept { return screens_nonfinite_; }
   size_t size() const noexcept { return stages_.size(); }
+  // True when the reducer makes a snapshot-wide plan (Reducer::plans_frame): a tensor's record
+  // may depend on the other tensors of its frame.
+  bool plans_frame() const noexcept;
 
   struct Encoded {
     Streams streams;          // final streams (after lossless stages)

@@ -237,6 +237,10 @@ class Reducer : public Stage {
     (void)frame, (void)ctx;
     return nullptr;
   }
+  // True when plan_frame() may return a plan, i.e. a tensor's record may depend on the other
+  // tensors of its frame (a stage that overrides plan_frame must say so). The facade's
+  // Compressor, which sees one tensor at a time, makes each tensor a frame of its own then.
+  virtual bool plans_frame() const noexcept { return false; }
   virtual void encode(Payload& p, Streams& out, const StageContext& ctx) = 0;
   // True when encode() reads the dense input only through Payload::f32_view() (and writes
   // `values` only once it is sparse): the codec then skips materialising an f32 copy.
