@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from . import _core
 from ._errors import UsageError
-from ._frames import dtype_of, frame_items, frames_list, to_numpy
+from ._frames import as_array, dtype_of, frame_items, frames_list, to_numpy
 
 _NO_INPUTS = "[]"
 
@@ -244,3 +244,45 @@ def merge(inputs, output=None, *, method, seed=0, eta=None, preset=None, pipelin
             return summary
         with builtins.open(target, "rb") as f:
             return f.read()
+
+
+class Compressor:
+    """A pipeline applied to one tensor at a time, without files: compression inside a training
+    loop. ``roundtrip(name, array)`` returns what a receiver would decode, in the array's dtype
+    and shape; per-name state (error feedback, PowerSGD's warm start, TCS) carries from call to
+    call of a name, so call k of a name is frame k of that name's sequence. ``last_bytes`` is
+    the size the last call's record takes in a container.
+
+    Calling every tensor of frames F0, F1, ... in order gives bit for bit what ``decode`` returns
+    for ``encode([F0, F1, ...])`` with the same pipeline and seed, except for pipelines whose
+    reducer looks at a whole frame (``solo_frames``: tcs, bird, topk(scope=global)), where each
+    call is a frame of its own (docs/python.md)."""
+
+    def __init__(self, pipeline=None, *, preset=None, seed=0, nonfinite="refuse"):
+        if pipeline is not None and preset is None and _is_preset(pipeline):
+            pipeline, preset = None, pipeline
+        preset, pipeline = _pipeline_args(preset, pipeline)
+        self._core = _core.Compressor(preset, pipeline, _uint("seed", seed, 64), str(nonfinite))
+
+    pipeline = property(lambda self: self._core.pipeline_text())
+    stateful = property(lambda self: self._core.stateful())
+    solo_frames = property(lambda self: self._core.solo_frames())
+    last_bytes = property(lambda self: self._core.last_bytes())
+
+    def calls(self, name):
+        """How many times ``name`` went through (its next frame number)."""
+        return self._core.calls(name)
+
+    def roundtrip(self, name, array):
+        if not isinstance(name, str):
+            raise UsageError(f"tensor names are strings, not {type(name).__name__}")
+        kind, arr = as_array(name, array)
+        return to_numpy(*self._core.roundtrip(name, (name, kind, arr)))
+
+
+def _is_preset(text):
+    try:
+        _core.canonical_pipeline(text, "")
+        return True
+    except UsageError:
+        return False

@@ -160,6 +160,19 @@ py::tuple info_tuple(const TensorInfo& t) {
   return py::make_tuple(t.name, gradcodec::python::kind_name(t.dtype), t.descr, shape);
 }
 
+// Compressor: one tensor at a time through a pipeline, per-name state kept (docs/python.md).
+py::tuple compressor_roundtrip(Compressor& c, const std::string& name, const py::tuple& item) {
+  py::list items;
+  items.append(item);
+  HeldFrame held = hold_frame(items);
+  std::optional<Tensor> out;
+  {
+    py::gil_scoped_release unlocked;
+    out.emplace(c.roundtrip(name, held.views.at(0)));
+  }
+  return to_python(*out);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -243,6 +256,24 @@ PYBIND11_MODULE(_core, m) {
         for (const auto& t : tensors) out.append(py::make_tuple(t.info.name, to_python(t)));
         return out;
       });
+
+  py::class_<Compressor>(m, "Compressor")
+      .def(py::init([](const std::string& preset, const std::string& pipeline, uint64_t seed,
+                       const std::string& nonfinite) {
+             CompressorOptions o;
+             o.preset = preset;
+             o.pipeline = pipeline;
+             o.seed = seed;
+             o.nonfinite = nonfinite_of(nonfinite);
+             return Compressor(o);
+           }),
+           py::arg("preset"), py::arg("pipeline"), py::arg("seed"), py::arg("nonfinite"))
+      .def("roundtrip", &compressor_roundtrip, py::arg("name"), py::arg("item"))
+      .def("last_bytes", &Compressor::last_bytes)
+      .def("calls", &Compressor::calls)
+      .def("pipeline_text", &Compressor::pipeline_text)
+      .def("stateful", &Compressor::stateful)
+      .def("solo_frames", &Compressor::solo_frames);
 
   m.def(
       "inspect",

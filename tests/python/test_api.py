@@ -226,3 +226,43 @@ def test_thread_count_does_not_change_the_bytes(steps):
     one = gradcodec.encode(frames, preset="bird+", seed=9, threads=1)
     assert gradcodec.encode(frames, preset="bird+", seed=9, threads=3) == one
     assert gradcodec.decode(one, 1, threads=3).keys() == frames[1].keys()
+
+
+@pytest.mark.parametrize("preset", ["topk-1pct", "qsgd4", "powersgd-r2", "ef-signsgd", "tcs"])
+def test_compressor_gives_what_a_receiver_decodes(steps, preset):
+    _, frames = steps
+    comp = gradcodec.Compressor(preset, seed=5)
+    assert comp.pipeline == gradcodec.canonical_pipeline(preset=preset)
+    if comp.solo_frames:  # a reducer planning whole frames: each call is a frame of its own
+        name = "cnn.conv2.weight"
+        blob = gradcodec.encode([{name: f[name]} for f in frames], preset=preset, seed=5)
+        sizes = [len(r[0]) for r in records(blob)]
+        for f, frame in enumerate(frames):
+            got = comp.roundtrip(name, frame[name])
+            assert got.tobytes() == gradcodec.decode(blob, f)[name].tobytes()
+            assert comp.last_bytes == sizes[f]
+        return
+    blob = gradcodec.encode(frames, preset=preset, seed=5)
+    sizes = records(blob)
+    for f, frame in enumerate(frames):
+        want = gradcodec.decode(blob, f)
+        for i, (name, arr) in enumerate(frame.items()):
+            got = comp.roundtrip(name, arr)
+            assert got.dtype == arr.dtype and got.shape == arr.shape
+            assert got.tobytes() == want[name].tobytes(), (f, name)
+            assert comp.last_bytes == len(sizes[f][i])
+    assert comp.calls(next(iter(frames[0]))) == 2
+
+
+def test_compressor_takes_a_pipeline_text_and_refuses_bad_ones():
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+    comp = gradcodec.Compressor("ef | topk(ratio=0.1)")
+    first = comp.roundtrip("x", x)
+    assert np.count_nonzero(first) == 100
+    # Error feedback: what the first call left out is sent by the second.
+    second = comp.roundtrip("x", np.zeros_like(x))
+    assert np.count_nonzero(second) == 100 and not np.array_equal(first, second)
+    with pytest.raises(gradcodec.UsageError):
+        gradcodec.Compressor("topk(ratio=7)")
+    with pytest.raises(gradcodec.InputError):
+        gradcodec.Compressor("qsgd4").roundtrip("x", np.array([np.nan] * 8, np.float32))
