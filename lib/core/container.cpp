@@ -57,6 +57,24 @@ std::vector<uint8_t> encode_meta(const TensorInfo& info, Storage storage, uint32
   return m;
 }
 
+// A section's tag and length; section_sum() is its checksum, of the two and the payload.
+std::vector<uint8_t> section_head(const char* tag, uint64_t payload_size, bool u64_len) {
+  std::vector<uint8_t> head;
+  ByteWriter w(head);
+  put_tag(w, tag);
+  if (u64_len) w.u64(payload_size);
+  else w.u32(static_cast<uint32_t>(payload_size));
+  return head;
+}
+
+uint64_t section_sum(const std::vector<uint8_t>& head, const std::vector<uint8_t>& payload) {
+  XXH3_state_t st;
+  XXH3_64bits_reset(&st);
+  XXH3_64bits_update(&st, head.data(), head.size());
+  XXH3_64bits_update(&st, payload.data(), payload.size());
+  return XXH3_64bits_digest(&st);
+}
+
 // A header value as an error message shows it: a number or literal as written, else its kind
 // (a string or a structure could be megabytes long).
 std::string json_shown(const nlohmann::ordered_json& v) {
@@ -156,16 +174,8 @@ struct ContainerWriter::Impl {
   void write_preamble(const ContainerHeader& h);
 
   void section(const char* tag, const std::vector<uint8_t>& payload, bool u64_len) {
-    std::vector<uint8_t> head;
-    ByteWriter w(head);
-    put_tag(w, tag);
-    if (u64_len) w.u64(payload.size());
-    else w.u32(static_cast<uint32_t>(payload.size()));
-    XXH3_state_t st;
-    XXH3_64bits_reset(&st);
-    XXH3_64bits_update(&st, head.data(), head.size());
-    XXH3_64bits_update(&st, payload.data(), payload.size());
-    uint64_t h = XXH3_64bits_digest(&st);
+    const std::vector<uint8_t> head = section_head(tag, payload.size(), u64_len);
+    const uint64_t h = section_sum(head, payload);
     out.write(head.data(), head.size());
     out.write(payload.data(), payload.size());
     out.write(&h, 8);
@@ -224,6 +234,19 @@ uint64_t record_size(const TensorInfo& info, Storage storage, uint32_t variant, 
   uint64_t n = 4 + 4 + encode_meta(info, storage, variant, streams, sums).size() + 8;  // Impl::section
   for (const auto& s : streams.all()) n += s.view().size();
   return n;
+}
+
+std::vector<uint8_t> record_bytes(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams) {
+  const std::vector<uint8_t> meta = encode_meta(info, storage, variant, streams, stream_checksums(streams));
+  std::vector<uint8_t> out = section_head("TREC", meta.size(), false);
+  const uint64_t sum = section_sum(out, meta);
+  uint64_t n = out.size() + meta.size() + 8;
+  for (const auto& s : streams.all()) n += s.view().size();
+  out.reserve(n);
+  out.insert(out.end(), meta.begin(), meta.end());
+  ByteWriter(out).u64(sum);
+  for (const auto& s : streams.all()) out.insert(out.end(), s.view().begin(), s.view().end());
+  return out;
 }
 
 std::vector<uint64_t> stream_checksums(const Streams& streams) {
@@ -471,46 +494,49 @@ size_t ContainerReader::record_count(size_t f) const {
   return records_[f].size();
 }
 
-RecordMeta ContainerReader::record(size_t f, size_t i) const {
-  frame(f);
-  if (i >= records_[f].size()) fail(ErrorCode::Internal, "record index out of range");
-  auto [off, size] = records_[f][i];
-  const uint8_t* d = file_->data();
-  const std::string sec = "record " + std::to_string(i) + " of frame " + std::to_string(f);
-  if (std::memcmp(d + off, "TREC", 4) != 0) corrupt(sec, off, "bad tag");
+RecordMeta parse_record(std::span<const uint8_t> rec, uint64_t offset, size_t variants, const std::string& where) {
+  const uint8_t* d = rec.data();
+  const uint64_t size = rec.size();
+  auto corrupt = [&](uint64_t at, const std::string& why) {
+    throw ContainerError(where + " at offset " + std::to_string(at) + ": " + why);
+  };
+  const uint64_t off = offset;
+  // (A container's footer places no record shorter than this.)
+  if (size < 16) corrupt(off, std::to_string(size) + " bytes, too short to be a record (at least 16)");
+  if (std::memcmp(d, "TREC", 4) != 0) corrupt(off, "bad tag");
   uint32_t mlen;
-  std::memcpy(&mlen, d + off + 4, 4);
-  if (mlen > kMaxMetaBytes || mlen > size - 16) corrupt(sec, off + 4, "metadata length " + std::to_string(mlen) + " out of range");
+  std::memcpy(&mlen, d + 4, 4);
+  if (mlen > kMaxMetaBytes || mlen > size - 16) corrupt(off + 4, "metadata length " + std::to_string(mlen) + " out of range");
   uint64_t msum;
-  std::memcpy(&msum, d + off + 8 + mlen, 8);
-  if (msum != xxh3(d + off, 8 + mlen)) corrupt(sec, off, "checksum mismatch");
-  ByteReader r({d + off + 8, mlen}, file_->path() + ": corrupt container: " + sec);
+  std::memcpy(&msum, d + 8 + mlen, 8);
+  if (msum != xxh3(d, 8 + mlen)) corrupt(off, "checksum mismatch");
+  ByteReader r({d + 8, mlen}, where);
   RecordMeta m;
   m.offset = off;
   m.size = size;
   m.info.name = r.str16();
   uint8_t dt = r.u8();
-  if (dt > static_cast<uint8_t>(DType::F64)) corrupt(sec, off, "unknown dtype code " + std::to_string(dt));
+  if (dt > static_cast<uint8_t>(DType::F64)) corrupt(off, "unknown dtype code " + std::to_string(dt));
   m.info.dtype = static_cast<DType>(dt);
   m.info.big_endian = (r.u8() & 1) != 0;
   if (m.info.dtype == DType::Other) m.info.descr = r.str16();
   uint8_t ndim = r.u8();
-  if (ndim > kMaxDims) corrupt(sec, off, std::to_string(ndim) + " dimensions (at most 32)");
+  if (ndim > kMaxDims) corrupt(off, std::to_string(ndim) + " dimensions (at most 32)");
   m.info.shape.resize(ndim);
   for (auto& dim : m.info.shape) dim = r.u64();
   uint64_t elements = 1;
   for (uint64_t dim : m.info.shape) {
-    if (dim != 0 && elements > (uint64_t{1} << 61) / dim) corrupt(sec, off, "shape " + shape_string(m.info.shape) + " overflows");
+    if (dim != 0 && elements > (uint64_t{1} << 61) / dim) corrupt(off, "shape " + shape_string(m.info.shape) + " overflows");
     elements *= dim;
   }
   uint8_t st = r.u8();
-  if (st > static_cast<uint8_t>(Storage::PassThrough)) corrupt(sec, off, "unknown storage " + std::to_string(st));
+  if (st > static_cast<uint8_t>(Storage::PassThrough)) corrupt(off, "unknown storage " + std::to_string(st));
   m.storage = static_cast<Storage>(st);
   uint64_t var = r.varint();
-  if (var >= variants_.size()) corrupt(sec, off, "unknown pipeline variant " + std::to_string(var));
+  if (var >= variants) corrupt(off, "unknown pipeline variant " + std::to_string(var));
   m.variant = static_cast<uint32_t>(var);
   uint8_t ns = r.u8();
-  if (ns > kMaxStreams) corrupt(sec, off, "too many streams");
+  if (ns > kMaxStreams) corrupt(off, "too many streams");
   uint64_t pos = off + 16 + mlen;
   for (uint8_t s = 0; s < ns; ++s) {
     StreamInfo si;
@@ -518,24 +544,35 @@ RecordMeta ContainerReader::record(size_t f, size_t i) const {
     auto nb = r.bytes(nl);
     si.name.assign(nb.begin(), nb.end());
     for (const auto& earlier : m.streams)  // (at most 64 streams) a reader looks streams up by name
-      if (earlier.name == si.name) corrupt(sec, off, "stream '" + si.name + "' appears twice");
+      if (earlier.name == si.name) corrupt(off, "stream '" + si.name + "' appears twice");
     si.width = r.u8();
     si.size = r.u64();
     si.checksum = r.u64();
-    if (si.size > off + size - pos) corrupt(sec, off, "stream '" + si.name + "' runs past the record");
+    if (si.size > off + size - pos) corrupt(off, "stream '" + si.name + "' runs past the record");
     si.offset = pos;
     pos += si.size;
     m.streams.push_back(std::move(si));
   }
   r.expect_end();
-  if (pos != off + size) corrupt(sec, off, "streams do not fill the record");
+  if (pos != off + size)
+    corrupt(off, "streams do not fill the record (" + std::to_string(off + size - pos) + " bytes after them)");
   if ((m.storage == Storage::Raw) &&
       (m.streams.size() != 1 || m.streams[0].name != "raw" || m.info.dtype == DType::Other ||
        m.streams[0].size != elements * dtype_size(m.info.dtype)))
-    corrupt(sec, off, "raw record does not hold " + shape_string(m.info.shape) + " " + dtype_name(m.info.dtype));
+    corrupt(off, "raw record does not hold " + shape_string(m.info.shape) + " " + dtype_name(m.info.dtype));
   if (m.storage == Storage::PassThrough && (m.streams.size() != 1 || m.streams[0].name != "raw"))
-    corrupt(sec, off, "pass-through record without its raw stream");
+    corrupt(off, "pass-through record without its raw stream");
   return m;
+}
+
+RecordMeta ContainerReader::record(size_t f, size_t i) const {
+  frame(f);
+  if (i >= records_[f].size()) fail(ErrorCode::Internal, "record index out of range");
+  auto [off, size] = records_[f][i];
+  // (The footer's checks placed the record inside the file.)
+  return parse_record({file_->data() + off, size}, off, variants_.size(),
+                      file_->path() + ": corrupt container: record " + std::to_string(i) + " of frame " +
+                          std::to_string(f));
 }
 
 void ContainerReader::verify_streams(const RecordMeta& m) const {

@@ -72,6 +72,20 @@ struct RecordMeta {
 // metadata, checksum) and its streams.
 uint64_t record_size(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams);
 
+// The same bytes themselves, checksums included: one record on its own (Compressor::encode), as
+// it stands in a container.
+std::vector<uint8_t> record_bytes(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams);
+
+// The metadata of the record `rec` (its TREC section and its streams, nothing before or after),
+// every field checked as ContainerReader::record checks a container's: tag, metadata length and
+// checksum, dtype, dimensions, shape (elements < 2^61), storage, variant (below `variants`),
+// streams (distinct names, filling the record exactly), a raw record's size. The stream
+// checksums are not verified here. Offsets (RecordMeta::offset, StreamInfo::offset, those in
+// messages) count from `offset`, where `rec` starts. A damage throws ContainerError
+// "<where> at offset <n>: <why>" (`where` names the record: "<file>: corrupt container: record 1
+// of frame 0").
+RecordMeta parse_record(std::span<const uint8_t> rec, uint64_t offset, size_t variants, const std::string& where);
+
 // The XXH3-64 checksum of each stream, in order: what a record's metadata stores.
 std::vector<uint64_t> stream_checksums(const Streams& streams);
 

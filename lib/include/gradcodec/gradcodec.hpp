@@ -190,7 +190,8 @@ struct CompressorOptions {
 // next; names are independent of each other. Call c (0, 1, ...) of a name is frame c of an Encoder
 // container with keyframe_interval 0 (only frame 0 is a keyframe), the same pipeline and seed,
 // and the name's tensor is record `index` of its frame, where `index` is the number of names
-// called before the name's first call: calling roundtrip(name_j, F_i[j]) for the frames F_0..F_k
+// whose first record was made before the name's first record (a call refused before it made a
+// record takes no index): calling roundtrip(name_j, F_i[j]) for the frames F_0..F_k
 // in order (each frame's tensors in one order) returns, bit for bit, the tensors a Decoder
 // returns for the container an Encoder writes of F_0..F_k. Only for a pipeline whose reducer
 // makes a snapshot-wide plan (topk(scope=global), tcs, bird(vectors=attach), accordion over
@@ -198,6 +199,13 @@ struct CompressorOptions {
 // makes each call a frame of its own (the name's tensor alone, index 0): the result is what a
 // Decoder returns for a container of the name's tensors alone, one per frame. A Compressor
 // works on the calling thread, one call at a time.
+//
+// Between processes (a data-parallel training hook): encode() returns the record's bytes, and a
+// Decompressor made with the same options (pipeline, seed) that is given a Compressor's records
+// of each name in order returns, bit for bit, what that Compressor's encode()/roundtrip()
+// returned. The receiver numbers names as the sender does, in the order it first sees them: it
+// must see the sender's names in the order of the sender's first calls (any interleaving after
+// that), as an all-gather of every call's records, decoded in order, does.
 class Compressor {
  public:
   explicit Compressor(const CompressorOptions& options = {});
@@ -215,8 +223,15 @@ class Compressor {
   // `name` is dropped: its next call is frame 0 again (calls(name) = 0). Other names are never
   // touched.
   Tensor roundtrip(const std::string& name, const TensorView& tensor);
-  // The bytes the last successful roundtrip's record takes in the container, framing included
-  // (TensorSummary::record_bytes); 0 before the first.
+  // The same call (the same state, frame and index, the same errors), returning the record's
+  // bytes: its TREC section and its streams exactly as they stand in a container
+  // (docs/format.md, "Tensor record"), but for the variant number, which a record on its own
+  // gives as k + 1 for the control stage's alternative k (a container numbers variants in the
+  // order of their first use). `decoded`, when given, receives what roundtrip() returns (without
+  // it a stateless pipeline does not decode the record).
+  std::vector<uint8_t> encode(const std::string& name, const TensorView& tensor, Tensor* decoded = nullptr);
+  // The bytes the last successful roundtrip's or encode's record takes in the container, framing
+  // included (TensorSummary::record_bytes; encode()'s size); 0 before the first.
   uint64_t last_bytes() const noexcept;
   // Frames done for `name` (0 for a name never called).
   uint64_t calls(const std::string& name) const;
@@ -226,6 +241,41 @@ class Compressor {
   bool stateful() const noexcept;
   // Whether each call is a frame of its own (the pipeline's reducer plans whole frames).
   bool solo_frames() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The receiving side of Compressor::encode (the contract above): decodes one name's records in
+// the order they were made, carrying each name's state from one to the next as the sender does.
+// Made with the sender's CompressorOptions (preset or pipeline, and seed: a different seed
+// decodes other values; memory_limit bounds the decoding, nonfinite is not used).
+class Decompressor {
+ public:
+  explicit Decompressor(const CompressorOptions& options = {});
+  Decompressor(Decompressor&&) noexcept;
+  Decompressor& operator=(Decompressor&&) noexcept;
+  ~Decompressor();
+
+  // Decodes `record` (the bytes encode() returned) as the next call of `name` and returns what
+  // the sender's encode()/roundtrip() returned. A record that is not one is refused before any
+  // state is touched and changes nothing (the next good record decodes as if it had not come):
+  // Error(Corrupt) naming the record ("corrupt record 2 of tensor 'w' ...") and what failed for
+  // a record whose metadata or a stream fails its checksum, a truncated record or one with bytes
+  // after it, metadata out of range (dtype, shape, storage, variant, streams), a record of
+  // another name; Error(Input) for a record that needs more memory to decode than memory_limit,
+  // before anything is allocated. Only a record that passes every checksum and that a stage still
+  // cannot decode (made by no Compressor) may stop part-way: a stateful pipeline's state of
+  // `name` is then dropped (its next record is frame 0 again, calls(name) = 0).
+  Tensor decode(const std::string& name, std::span<const uint8_t> record);
+  // Records of `name` decoded (0 for a name never seen): the sender's calls(name).
+  uint64_t calls(const std::string& name) const;
+  // Starts `name`'s sequence again (its next record is frame 0; its position is kept), as a
+  // Compressor does after an error that dropped the name's state (its calls(name) back to 0).
+  void reset(const std::string& name);
+  // The pipeline in canonical text.
+  std::string pipeline_text() const;
 
  private:
   struct Impl;

@@ -77,6 +77,8 @@ class PipelineStages {
   // The pipeline variant of a control stage's alternative k (Encoded::variant): this pipeline
   // with the control stage replaced in place by the alternative's reducer. Decodes its records.
   const PipelineStages& variant(int k) const;
+  // How many variants there are (the control stage's alternatives; 0 without one).
+  size_t variant_count() const noexcept { return variants_.size(); }
   // Decodes streams (after lossless decoding when `lossless_applied`) to the tensor's dtype.
   // `before_transforms` (optional) receives the f32 values the reducer produced, before the
   // transforms' inverses; `kept` (optional) the number of values the value codec decoded
