@@ -274,10 +274,47 @@ class Compressor:
         return self._core.calls(name)
 
     def roundtrip(self, name, array):
-        if not isinstance(name, str):
-            raise UsageError(f"tensor names are strings, not {type(name).__name__}")
+        _check_name(name)
         kind, arr = as_array(name, array)
         return to_numpy(*self._core.roundtrip(name, (name, kind, arr)))
+
+    def encode(self, name, array):
+        """Encodes the next call of ``name`` as roundtrip() does; returns (record, decoded): the
+        record's bytes, to send, and what a receiver decodes from them."""
+        _check_name(name)
+        kind, arr = as_array(name, array)
+        record, decoded = self._core.encode(name, (name, kind, arr))
+        return record, to_numpy(*decoded)
+
+
+class Decompressor:
+    """The receiving end of a Compressor: made with the sender's pipeline and seed, it decodes the
+    sender's records of each name in order, giving bit for bit what the sender's encode() and
+    roundtrip() returned. It must see a sender's names in the order the sender first used them
+    (the names' positions). A damaged record raises CorruptError and changes nothing."""
+
+    def __init__(self, pipeline=None, *, preset=None, seed=0):
+        if pipeline is not None and preset is None and _is_preset(pipeline):
+            pipeline, preset = None, pipeline
+        preset, pipeline = _pipeline_args(preset, pipeline)
+        self._core = _core.Decompressor(preset, pipeline, _uint("seed", seed, 64))
+
+    pipeline = property(lambda self: self._core.pipeline_text())
+
+    def calls(self, name):
+        return self._core.calls(name)
+
+    def decode(self, name, record):
+        """The tensor the record holds, as a numpy array (bfloat16 widened to float32)."""
+        _check_name(name)
+        if not isinstance(record, (bytes, bytearray, memoryview)):
+            raise UsageError(f"a record is bytes, not {type(record).__name__}")
+        return to_numpy(*self._core.decode(name, record))
+
+
+def _check_name(name):
+    if not isinstance(name, str):
+        raise UsageError(f"tensor names are strings, not {type(name).__name__}")
 
 
 def _is_preset(text):

@@ -1,14 +1,17 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """PyTorch pieces on gradcodec (docs/python.md, "PyTorch"): GradientRecorder writes a training
 run's gradients into a container; decode() reads a frame back as torch tensors in their stored
-dtypes (bfloat16 included)."""
+dtypes (bfloat16 included); ddp_comm_hook() sends DistributedDataParallel's gradients through a
+pipeline."""
 
 import queue
+import struct
 import threading
 
 import torch
 
 from ._api import Container, Encoder
+from ._errors import CorruptError
 
 
 def decode(source, frame=0, *, threads=0):
@@ -110,3 +113,119 @@ class GradientRecorder:
         else:
             self._stop(finish=False)
         return False
+
+
+class DDPCompressionState:
+    """What ddp_comm_hook's hook keeps between steps: this rank's Compressor, a Decompressor per
+    rank (each made with that rank's seed), and the bytes sent."""
+
+    def __init__(self, pipeline, preset, seed, process_group):
+        self.pipeline, self.preset, self.seed = pipeline, preset, seed
+        self.process_group = process_group
+        self.rank = self.world = None
+        self.compressor = None
+        self.receivers = []
+        self.names = {}          # id(parameter) -> its name in the records
+        self.bytes_sent = 0      # this rank's records, over every bucket and step
+        self.bytes_dense = 0     # what the buckets' gradients take uncompressed
+
+    def _start(self):
+        import torch.distributed as dist
+
+        from ._api import Compressor, Decompressor
+
+        self.rank = dist.get_rank(self.process_group)
+        self.world = dist.get_world_size(self.process_group)
+        # Each rank its own seed: independent random choices (QSGD's rounding, TernGrad's)
+        # across workers, as independent workers would make them.
+        seeds = [self.seed + r for r in range(self.world)]
+        self.compressor = Compressor(self.pipeline, preset=self.preset, seed=seeds[self.rank])
+        self.receivers = [Decompressor(self.pipeline, preset=self.preset, seed=s) for s in seeds]
+
+
+def _pack(records):
+    """Records back to back, each after its u64 length: what one rank sends for a bucket."""
+    out = bytearray()
+    for r in records:
+        out += struct.pack("<Q", len(r)) + r
+    return bytes(out)
+
+
+def _unpack(blob, count):
+    records, pos = [], 0
+    for _ in range(count):
+        if pos + 8 > len(blob):
+            raise CorruptError(f"a rank's bucket holds {len(records)} records, not {count}")
+        (n,) = struct.unpack_from("<Q", blob, pos)
+        if pos + 8 + n > len(blob):
+            raise CorruptError("a rank's record runs past the bytes it sent")
+        records.append(blob[pos + 8:pos + 8 + n])
+        pos += 8 + n
+    if pos != len(blob):
+        raise CorruptError("a rank sent bytes after its records")
+    return records
+
+
+def _compressed_allreduce_hook(state, bucket):
+    import torch.distributed as dist
+
+    if state.compressor is None:
+        state._start()
+    group = state.process_group
+    buffer = bucket.buffer()
+    names, tensors = [], []
+    for p, g in zip(bucket.parameters(), bucket.gradients()):
+        # A parameter's name follows it when DDP rebuilds its buckets after the first step, and
+        # its state (error feedback, PowerSGD's warm start) with it. Names are given in the order
+        # parameters are first seen, the same on every rank: every bucket is reduced in the
+        # same order everywhere, so every receiver sees each sender's names in its order.
+        names.append(state.names.setdefault(id(p), f"param{len(state.names)}"))
+        tensors.append(g.detach().to("cpu").reshape(p.shape))
+    records, mine = [], []
+    for name, t in zip(names, tensors):
+        record, decoded = state.compressor.encode(name, t)
+        records.append(record)
+        mine.append(decoded)
+        state.bytes_dense += t.numel() * t.element_size()
+    blob = _pack(records)
+    state.bytes_sent += len(blob)
+    size = torch.tensor([len(blob)], dtype=torch.int64)
+    sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(state.world)]
+    dist.all_gather(sizes, size, group=group)
+    longest = int(max(s.item() for s in sizes))
+    padded = torch.zeros(longest, dtype=torch.uint8)
+    padded[:len(blob)] = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+    gathered = [torch.empty(longest, dtype=torch.uint8) for _ in range(state.world)]
+    dist.all_gather(gathered, padded, group=group)
+    # Every rank decodes every rank's records and sums them in rank order: the same values on
+    # every rank (a rank's own record decodes to what encode() returned with it).
+    sums = [torch.zeros_like(t) for t in tensors]
+    for r in range(state.world):
+        if r == state.rank:
+            parts = mine
+        else:
+            theirs = _unpack(gathered[r][:int(sizes[r].item())].numpy().tobytes(), len(names))
+            parts = [state.receivers[r].decode(n, rec) for n, rec in zip(names, theirs)]
+        for acc, part in zip(sums, parts):
+            acc += torch.from_numpy(part).view_as(acc)
+    out = torch.zeros_like(buffer, device="cpu")
+    base = buffer.storage_offset()
+    for g, acc in zip(bucket.gradients(), sums):
+        start = g.storage_offset() - base
+        out[start:start + acc.numel()] = acc.reshape(-1) / state.world
+    fut = torch.futures.Future()
+    fut.set_result(out.to(buffer.device))
+    return fut
+
+
+def ddp_comm_hook(pipeline=None, *, preset=None, seed=0, process_group=None):
+    """A communication hook for DistributedDataParallel.register_comm_hook that sends each
+    gradient bucket through a gradcodec pipeline: ``state, hook = ddp_comm_hook("ef |
+    topk(ratio=0.01)")`` then ``ddp.register_comm_hook(state, hook)``.
+
+    Each rank encodes the gradient of every parameter of a bucket (rank r with seed
+    ``seed + r``); the records are all-gathered (their sizes first); every rank decodes every
+    rank's records and averages them in rank order, so every rank applies the same gradient.
+    Stateful pipelines (error feedback, PowerSGD's warm start) keep their state per parameter. Works with the gloo backend on CPU; ``state.bytes_sent``
+    and ``state.bytes_dense`` count what this rank sent against the uncompressed buckets."""
+    return DDPCompressionState(pipeline, preset, seed, process_group), _compressed_allreduce_hook

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -173,6 +174,41 @@ py::tuple compressor_roundtrip(Compressor& c, const std::string& name, const py:
   return to_python(*out);
 }
 
+// Compressor::encode: the record's bytes and what a receiver decodes from them.
+py::tuple compressor_encode(Compressor& c, const std::string& name, const py::tuple& item) {
+  py::list items;
+  items.append(item);
+  HeldFrame held = hold_frame(items);
+  std::vector<uint8_t> record;
+  Tensor decoded;
+  {
+    py::gil_scoped_release unlocked;
+    record = c.encode(name, held.views.at(0), &decoded);
+  }
+  return py::make_tuple(py::bytes(reinterpret_cast<const char*>(record.data()), record.size()), to_python(decoded));
+}
+
+py::tuple decompressor_decode(Decompressor& d, const std::string& name, const py::buffer& record) {
+  const py::buffer_info b = record.request();
+  const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(b.ptr), static_cast<size_t>(b.size * b.itemsize));
+  std::optional<Tensor> out;
+  {
+    py::gil_scoped_release unlocked;
+    out.emplace(d.decode(name, bytes));
+  }
+  return to_python(*out);
+}
+
+CompressorOptions compressor_options(const std::string& preset, const std::string& pipeline, uint64_t seed,
+                                     const std::string& nonfinite) {
+  CompressorOptions o;
+  o.preset = preset;
+  o.pipeline = pipeline;
+  o.seed = seed;
+  o.nonfinite = nonfinite_of(nonfinite);
+  return o;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -260,20 +296,26 @@ PYBIND11_MODULE(_core, m) {
   py::class_<Compressor>(m, "Compressor")
       .def(py::init([](const std::string& preset, const std::string& pipeline, uint64_t seed,
                        const std::string& nonfinite) {
-             CompressorOptions o;
-             o.preset = preset;
-             o.pipeline = pipeline;
-             o.seed = seed;
-             o.nonfinite = nonfinite_of(nonfinite);
-             return Compressor(o);
+             return Compressor(compressor_options(preset, pipeline, seed, nonfinite));
            }),
            py::arg("preset"), py::arg("pipeline"), py::arg("seed"), py::arg("nonfinite"))
       .def("roundtrip", &compressor_roundtrip, py::arg("name"), py::arg("item"))
+      .def("encode", &compressor_encode, py::arg("name"), py::arg("item"))
       .def("last_bytes", &Compressor::last_bytes)
       .def("calls", &Compressor::calls)
       .def("pipeline_text", &Compressor::pipeline_text)
       .def("stateful", &Compressor::stateful)
       .def("solo_frames", &Compressor::solo_frames);
+
+  py::class_<Decompressor>(m, "Decompressor")
+      .def(py::init([](const std::string& preset, const std::string& pipeline, uint64_t seed) {
+             return Decompressor(compressor_options(preset, pipeline, seed, "refuse"));
+           }),
+           py::arg("preset"), py::arg("pipeline"), py::arg("seed"))
+      .def("decode", &decompressor_decode, py::arg("name"), py::arg("record"))
+      .def("calls", &Decompressor::calls)
+      .def("reset", &Decompressor::reset)
+      .def("pipeline_text", &Decompressor::pipeline_text);
 
   m.def(
       "inspect",

@@ -266,3 +266,35 @@ def test_compressor_takes_a_pipeline_text_and_refuses_bad_ones():
         gradcodec.Compressor("topk(ratio=7)")
     with pytest.raises(gradcodec.InputError):
         gradcodec.Compressor("qsgd4").roundtrip("x", np.array([np.nan] * 8, np.float32))
+
+
+@pytest.mark.parametrize("preset", ["qsgd4", "powersgd-r2", "ef | topk(ratio=0.02)"])
+def test_records_sent_to_a_decompressor_decode_to_what_the_sender_kept(steps, preset):
+    _, frames = steps
+    senders = [gradcodec.Compressor(preset, seed=s) for s in (1, 2)]
+    receivers = [gradcodec.Decompressor(preset, seed=s) for s in (1, 2)]
+    for frame in frames:
+        for name, arr in frame.items():
+            for sender, receiver in zip(senders, receivers):
+                record, kept = sender.encode(name, arr)
+                assert len(record) == sender.last_bytes and record[:4] == b"TREC"
+                got = receiver.decode(name, record)
+                assert got.dtype == kept.dtype and got.tobytes() == kept.tobytes(), name
+    assert receivers[0].calls(next(iter(frames[0]))) == 2
+
+
+def test_a_damaged_record_is_refused_and_changes_nothing():
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(4096).astype(np.float32) for _ in range(3)]
+    sender, receiver = gradcodec.Compressor("powersgd-r2", seed=3), gradcodec.Decompressor("powersgd-r2", seed=3)
+    first, _ = sender.encode("w", xs[0].reshape(64, 64))
+    receiver.decode("w", first)
+    second, kept = sender.encode("w", xs[1].reshape(64, 64))
+    for bad in (second[:-1], second + b"\0", second[:len(second) // 2] + bytes([second[len(second) // 2] ^ 1]) +
+                second[len(second) // 2 + 1:]):
+        with pytest.raises(gradcodec.CorruptError) as e:
+            receiver.decode("w", bad)
+        assert e.value.code == 3
+    with pytest.raises(gradcodec.CorruptError):
+        receiver.decode("v", second)  # a record of another name
+    assert receiver.decode("w", second).tobytes() == kept.tobytes()
