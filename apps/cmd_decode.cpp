@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// gradcodec decode IN.gcz -o OUT(.npz|.h5|.safetensors|.npy|DIR/) [--frame N] [--tensor NAME] [--threads N]
+// gradcodec decode IN.gcz -o OUT(.npz|.h5|.safetensors|.pt|.npy|DIR/) [--frame N] [--tensor NAME] [--threads N]
 // A container with several frames and no --frame decodes each frame to OUT with ".frameNNN"
 // before the extension (DIR/ gets DIR/frameNNN/).
 #include "commands.hpp"
@@ -199,7 +199,7 @@ void setup_decode(CLI::App& app, Runner& run) {
   auto a = std::make_shared<DecodeArgs>();
   CLI::App* sub = app.add_subcommand("decode", "decode a .gcz container back to tensors");
   sub->add_option("IN", a->input, "the .gcz container, or - for stdin")->required();
-  sub->add_option("-o,--output", a->output, "output: .npz, .h5/.hdf5, .safetensors, .npy, DIR/ (or - : npz to stdout)")
+  sub->add_option("-o,--output", a->output, "output: .npz, .h5/.hdf5, .safetensors, .pt/.pth (torch.save), .npy, DIR/ (or - : npz to stdout)")
       ->required();
   sub->add_option("--frame", a->frame, "decode only frame N (0-based; negative counts from the end: -1 is the last)");
   sub->add_option("--tensor", a->tensor, "decode only the tensor with this name");

@@ -103,7 +103,7 @@ int run_encode(const EncodeArgs& a) {
 void setup_encode(CLI::App& app, Runner& run) {
   auto a = std::make_shared<EncodeArgs>();
   CLI::App* sub = app.add_subcommand("encode", "compress gradient snapshots into a .gcz container");
-  sub->add_option("INPUT", a->inputs, ".npy, directory of .npy, .npz, .h5/.hdf5, .safetensors, or - (stdin); "
+  sub->add_option("INPUT", a->inputs, ".npy, directory of .npy, .npz, .h5/.hdf5, .safetensors, .pt/.pth/.bin (torch.save), or - (stdin); "
                                       "several inputs form a sequence")
       ->required();
   sub->add_option("-o,--output", a->output, "output container (.gcz), or - for stdout")->required();
@@ -117,7 +117,7 @@ void setup_encode(CLI::App& app, Runner& run) {
   sub->add_option("--keyframe-interval", a->keyframe_interval,
                   "every K-th frame needs no earlier frame (0: only the first)");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
-  sub->add_flag("--force-name", a->force_name, "accept an OUTPUT named like a snapshot (.npz, .npy, .h5, .safetensors)");
+  sub->add_flag("--force-name", a->force_name, "accept an OUTPUT named like a snapshot (.npz, .npy, .h5, .safetensors, .pt)");
   sub->add_option("--memory-limit", a->memory_limit,
                   "refuse a tensor whose encoding needs more memory than this (default 8G; e.g. 512M, 32G)");
   add_input_options(*sub, a->in);

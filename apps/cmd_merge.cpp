@@ -91,7 +91,7 @@ void setup_merge(CLI::App& app, Runner& run) {
       ->check(whole_number());
   sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores); output bytes do not depend on it");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
-  sub->add_flag("--force-name", a->force_name, "accept an OUTPUT named like a snapshot (.npz, .npy, .h5, .safetensors)");
+  sub->add_flag("--force-name", a->force_name, "accept an OUTPUT named like a snapshot (.npz, .npy, .h5, .safetensors, .pt)");
   add_record_paths_option(*sub, a->record_paths);
   sub->callback([a, &run] { run = [a] { return run_merge(*a); }; });
 }

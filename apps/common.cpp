@@ -232,6 +232,7 @@ void check_container_name(const std::string& output, bool force_name) {
                       : ext == ".npy"                     ? "an NPY"
                       : ext == ".h5" || ext == ".hdf5"    ? "an HDF5"
                       : ext == ".safetensors"             ? "a safetensors"
+                      : ext == ".pt" || ext == ".pth"     ? "a PyTorch"
                                                           : nullptr;
   if (!title) return;
   const std::string stem = (std::filesystem::path(output).parent_path() / std::filesystem::path(output).stem()).string();

@@ -161,9 +161,8 @@ class NpzReader final : public SnapshotReader {
         fail(ErrorCode::Input, path + ": duplicate member '" + name + "'");
       if (ends_with(name, "/") && st.size == 0) continue;  // a directory entry
       if (name == "data.pkl" || ends_with(name, "/data.pkl"))  // torch.save's zip format
-        fail(ErrorCode::Input, path + ": a PyTorch checkpoint (torch.save), which holds a pickle and is "
-                                      "never unpickled; save the gradients with safetensors.torch.save_file "
-                                      "or np.savez");
+        fail(ErrorCode::Input, path + ": member '" + name + "' is a pickle, which is never unpickled: not an "
+                                      "NPZ (a torch.save file, read as such, has it as ARCHIVE/data.pkl)");
       if (!ends_with(name, ".npy"))
         fail(ErrorCode::Input, path + ": member '" + name +
                                    "' is not an .npy array (an .npz holds NAME.npy members)");

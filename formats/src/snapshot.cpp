@@ -2,6 +2,7 @@
 // Format dispatch: by extension, by directory, or by magic bytes.
 #include "npy.hpp"
 #include "readers.hpp"
+#include "zip_read.hpp"
 
 #include <gradcodec/error.hpp>
 
@@ -20,13 +21,15 @@ std::string lower_extension(const std::string& path) {
   return ext;
 }
 
-// The snapshot format a file's first bytes name: NPY, zip (NPZ) and HDF5 magic numbers, and for
-// safetensors a u64 header length then '{'. The one table of magic numbers: opening by content,
+// The snapshot format a file's first bytes name: NPY, zip and HDF5 magic numbers, and for
+// safetensors a u64 header length then '{'. A zip is a torch.save file when its central directory
+// lists ARCHIVE/data.pkl (only once the whole file is given: its first bytes alone say NPZ). The one table of magic numbers: opening by content,
 // standard input and sniff_format all ask it.
 std::optional<Format> format_by_magic(const uint8_t* d, uint64_t size) noexcept {
   auto starts = [&](const char* magic, size_t n) { return size >= n && std::memcmp(d, magic, n) == 0; };
   if (starts("\x93NUMPY", 6)) return Format::Npy;
-  if (starts("PK\x03\x04", 4) || starts("PK\x05\x06", 4)) return Format::Npz;
+  if (starts("PK\x03\x04", 4) || starts("PK\x05\x06", 4))
+    return zip_has_torch_pickle(d, size) ? Format::Torch : Format::Npz;
   if (starts("\x89HDF\r\n\x1a\n", 8)) return Format::Hdf5;
   if (size >= 9 && d[8] == '{') return Format::Safetensors;
   return std::nullopt;
@@ -42,6 +45,7 @@ std::unique_ptr<SnapshotReader> open_by_magic(std::shared_ptr<const InputFile> f
       case Format::Npz: return open_npz(f);
       case Format::Hdf5: return open_hdf5(f);
       case Format::Safetensors: return open_safetensors(f);
+      case Format::Torch: return open_torch(f);
       case Format::NpyDir: break;
     }
   // What users pass by mistake, said as such.
@@ -49,10 +53,17 @@ std::unique_ptr<SnapshotReader> open_by_magic(std::shared_ptr<const InputFile> f
   if (starts_with(f, "\x89GCZ\r\n\x1a\n", 8))
     fail(ErrorCode::Input, f->path() + ": a gradcodec container, not gradients; gradcodec decode turns it back "
                                        "into tensors");
+  // torch.save's legacy format: a pickle stream starting with the LONG1 magic number
+  // 0x1950a86a20f9469cfc6c (torch/serialization.py, MAGIC_NUMBER).
+  if (starts_with(f, "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14))
+    fail(ErrorCode::Input, f->path() + ": a PyTorch file in the legacy format (PyTorch < 1.6, or "
+                                       "_use_new_zipfile_serialization=False), a bare pickle stream, which is "
+                                       "never unpickled; re-save it with torch.save(obj, path) in the default zip "
+                                       "format of PyTorch >= 1.6");
   if (f->size() >= 2 && f->data()[0] == 0x80 && f->data()[1] >= 2 && f->data()[1] <= 5)
     fail(ErrorCode::Input, f->path() + ": a Python pickle (torch.save's legacy format or pickle.dump), which "
                                        "is never unpickled; save the gradients with safetensors or np.savez");
-  fail(ErrorCode::Input, f->path() + ": unknown file format (expected .npy, .npz, .h5, .safetensors)");
+  fail(ErrorCode::Input, f->path() + ": unknown file format (expected .npy, .npz, .h5, .safetensors, .pt)");
 }
 
 // Standard input: its format from the first bytes (an unknown one refused at once), then as many
@@ -76,7 +87,7 @@ std::unique_ptr<SnapshotReader> open_stdin() {
     }
     return open_npy(in.take());  // a short stream is refused by the reader, saying what is missing
   }
-  if (format == Format::Npz || format == Format::Hdf5) {
+  if (format == Format::Npz || format == Format::Hdf5 || format == Format::Torch) {
     in.fill_to_end();
     return open_by_magic(in.take());
   }
@@ -97,6 +108,7 @@ const char* format_name(Format f) noexcept {
     case Format::Npz: return "npz";
     case Format::Hdf5: return "hdf5";
     case Format::Safetensors: return "safetensors";
+    case Format::Torch: return "torch";
   }
   return "?";
 }
@@ -108,6 +120,7 @@ const char* format_title(Format f) noexcept {
     case Format::Npz: return "NPZ";
     case Format::Hdf5: return "HDF5";
     case Format::Safetensors: return "safetensors";
+    case Format::Torch: return "PyTorch (torch.save)";
   }
   return "?";
 }
@@ -140,10 +153,16 @@ std::unique_ptr<SnapshotReader> open_snapshot(const std::string& path) {
   if (path == "-") return open_stdin();
   auto file = InputFile::open(path, ext == ".npz");
   if (ext == ".npy") return open_npy(file);
+  if (ext == ".npz" && format_by_magic(file->data(), file->size()) == Format::Torch) return open_torch(file);
   if (ext == ".npz") return open_npz(file);
   if (ext == ".h5" || ext == ".hdf5") return open_hdf5(file);
   if (ext == ".safetensors") return open_safetensors(file);
-  if (format_by_magic(file->data(), file->size()) == Format::Npz) return open_npz(InputFile::open(path, true));
+  const std::optional<Format> by_magic = format_by_magic(file->data(), file->size());
+  // .pt, .pth, .bin: a zip is read as torch.save's (a TorchScript or foreign zip is refused by the
+  // reader, saying what it is); anything else by its content (the legacy format, a pickle).
+  if ((ext == ".pt" || ext == ".pth" || ext == ".bin") && (by_magic == Format::Torch || by_magic == Format::Npz))
+    return open_torch(file);
+  if (by_magic == Format::Npz) return open_npz(InputFile::open(path, true));
   return open_by_magic(file);
 }
 
@@ -156,11 +175,12 @@ Format format_for_output(const std::string& path) {
   if (ext == ".npz") return Format::Npz;
   if (ext == ".h5" || ext == ".hdf5") return Format::Hdf5;
   if (ext == ".safetensors") return Format::Safetensors;
+  if (ext == ".pt" || ext == ".pth" || ext == ".bin") return Format::Torch;
   // A device or a FIFO with no format in its name (/dev/null, a named pipe): NPZ, as for "-".
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) return Format::Npz;
   fail(ErrorCode::Usage, path + ": cannot tell the output format (use .npz, .h5, .hdf5, "
-                                ".safetensors, .npy or a directory ending in '/')");
+                                ".safetensors, .pt, .npy or a directory ending in '/')");
 }
 
 std::unique_ptr<SnapshotWriter> create_snapshot(const std::string& path, bool overwrite) {
@@ -170,6 +190,7 @@ std::unique_ptr<SnapshotWriter> create_snapshot(const std::string& path, bool ov
     case Format::Npz: return create_npz(path, overwrite);
     case Format::Hdf5: return create_hdf5(path, overwrite);
     case Format::Safetensors: return create_safetensors(path, overwrite);
+    case Format::Torch: return create_torch(path, overwrite);
   }
   fail(ErrorCode::Internal, "unreachable output format");
 }

@@ -51,7 +51,7 @@ void ZipStoredWriter::close_member() {
   open_ = false;
 }
 
-void ZipStoredWriter::begin(const std::string& name, uint64_t size, uint32_t crc) {
+void ZipStoredWriter::begin(const std::string& name, uint64_t size, uint32_t crc, uint64_t align) {
   if (finished_) fail(ErrorCode::Internal, target_ + ": zip member added after the archive was finished");
   close_member();
   if (name.empty() || name.size() > 0xFFFF)
@@ -60,8 +60,11 @@ void ZipStoredWriter::begin(const std::string& name, uint64_t size, uint32_t crc
   entries_.push_back({name, pos_, size, crc, utf8});
   Bytes h;
   h.u32(0x04034b50).u16(45).u16(utf8 ? 0x0800 : 0).u16(0).u16(0).u16(kDate1980).u32(crc);
-  h.u32(kMax32).u32(kMax32).u16(name.size()).u16(20).str(name);
+  const uint64_t plain_end = pos_ + 30 + name.size() + 20;  // where the data starts without padding
+  const uint64_t pad = plain_end % align == 0 ? 0 : (align - (plain_end + 4) % align) % align + 4;
+  h.u32(kMax32).u32(kMax32).u16(name.size()).u16(20 + pad).str(name);
   h.u16(0x0001).u16(16).u64(size).u64(size);  // ZIP64: original and stored size
+  if (pad) h.u16(0x4246).u16(pad - 4).v.resize(h.v.size() + (pad - 4), 'Z');
   put(h.v);
   left_ = size;
   open_ = true;

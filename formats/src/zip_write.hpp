@@ -19,8 +19,10 @@ class ZipStoredWriter {
   // `out` receives the archive's bytes in order; `target` names the output in errors.
   ZipStoredWriter(Out out, std::string target);
 
-  // Starts a member of exactly `size` bytes whose CRC-32 (zlib's crc32) is `crc`.
-  void begin(const std::string& name, uint64_t size, uint32_t crc);
+  // Starts a member of exactly `size` bytes whose CRC-32 (zlib's crc32) is `crc`. With `align`
+  // (a power of two) > 1 the local header gets a padding extra field (id 0x4246, "FB", as
+  // PyTorch's writer) so that the member's data starts at a multiple of `align` in the archive.
+  void begin(const std::string& name, uint64_t size, uint32_t crc, uint64_t align = 1);
   // The member's bytes, in any number of calls.
   void data(const void* p, size_t n);
   // The central directory and the end records; no member may follow.

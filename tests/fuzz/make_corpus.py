@@ -5,6 +5,7 @@ fuzzers grow their own copies from it). Small valid inputs of every shape the re
 the must-fail containers.
 
     python3 tests/fuzz/make_corpus.py build/apps/gradcodec
+    python3 tests/fuzz/make_corpus.py build/apps/gradcodec torch   # only corpus/torch (needs torch)
 """
 import io
 import json
@@ -50,8 +51,39 @@ def safetensors_bytes(tensors):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
+def torch_corpus():
+    """torch: small torch.save files (whole archives, "PK...") and their data.pkl alone (the pickle
+    reader's input), from tests/fixtures/fixtures_torch.py, the hostile pickles included (the
+    memo bomb cut short)."""
+    import zipfile
+    sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
+    import fixtures_torch
+    shutil.rmtree(os.path.join(CORPUS, "torch"), ignore_errors=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        fixtures_torch.make(tmp)
+        for name in sorted(os.listdir(tmp)):
+            if name.endswith(".json") or name in ("legacy.pt", "hostile_memo.pt", "hostile_deep.pt",
+                                                  "hostile_marks.pt") or name == "CANARY":
+                continue
+            blob = open(os.path.join(tmp, name), "rb").read()
+            stem = name.replace(".", "_")
+            if not name.startswith("hostile_"):
+                put("torch", stem + ".zip", blob)
+            with zipfile.ZipFile(os.path.join(tmp, name)) as z:
+                pkl = [n for n in z.namelist() if n.endswith("/data.pkl")]
+                if pkl:
+                    put("torch", stem + ".pkl", z.read(pkl[0]))
+    put("torch", "deep.pkl", b"\x80\x02]q\x000" + b"]h\x00aq\x000" * 600 + b"h\x00.")
+    put("torch", "marks.pkl", b"\x80\x02" + b"(" * 1001 + b"t" * 1001 + b".")
+    put("torch", "memo_bomb.pkl", b"\x80\x02N" + b"".join(b"r" + struct.pack("<I", i) for i in range(4096)) + b".")
+
+
 def main():
     exe = os.path.abspath(sys.argv[1])
+    if len(sys.argv) > 2 and sys.argv[2] == "torch":
+        torch_corpus()
+        print(f"wrote {len(os.listdir(os.path.join(CORPUS, 'torch')))} seed inputs to {CORPUS}/torch")
+        return
     if os.path.isdir(CORPUS):
         shutil.rmtree(CORPUS)
     rng = np.random.default_rng(11)
@@ -134,6 +166,7 @@ def main():
             for part in parts[:-1]:
                 blob += struct.pack("<I", len(part)) + part
             put("merge", f"{i}_{preset}_{count}.bin", blob + parts[-1])
+    torch_corpus()
     corrupt = os.path.join(ROOT, "test_data", "corrupt")
     for f in sorted(os.listdir(corrupt)):
         if f.endswith(".gcz"):
