@@ -9,6 +9,7 @@
 #include <gradcodec/gradcodec.hpp>
 
 #include "core/checksum.hpp"
+#include "gradient_frames.hpp"
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
@@ -24,53 +25,12 @@ using namespace gradcodec;
 
 namespace {
 
-// One rank's gradient bucket in one step: two f32 tensors, an f64 one, an int64 counter that
-// every pipeline passes through.
-struct Bucket {
-  std::vector<float> w, b;
-  std::vector<double> h;
-  std::vector<int64_t> steps;
-  std::vector<TensorView> views() const {
-    return {{"layer.weight", {64, 48}, w.data()},
-            {"layer.bias", {48}, b.data()},
-            {"head.weight", {10, 48}, h.data()},
-            TensorView::other("steps", "<i8", {2}, steps.data(), steps.size() * 8)};
-  }
-};
+// One rank's gradient bucket in one step.
+using Bucket = test::GradFrame;
+using test::check_same;
+using test::same_bytes;
 
-std::vector<Bucket> make_buckets(size_t k, uint64_t seed) {
-  const auto base_w = test::gaussian(64 * 48, seed, 0.02f);
-  const auto base_h = test::gaussian(10 * 48, seed + 1, 0.5f);
-  std::vector<Bucket> out(k);
-  for (size_t f = 0; f < k; ++f) {
-    Bucket& fr = out[f];
-    const auto nw = test::gaussian(64 * 48, seed * 1000 + 10 * f + 2, 0.01f);
-    const auto nb = test::gaussian(48, seed * 1000 + 10 * f + 3, 0.1f);
-    const auto nh = test::gaussian(10 * 48, seed * 1000 + 10 * f + 4, 0.2f);
-    fr.w.resize(nw.size());
-    for (size_t i = 0; i < nw.size(); ++i) fr.w[i] = base_w[i] + nw[i];
-    fr.b = nb;
-    fr.h.resize(nh.size());
-    for (size_t i = 0; i < nh.size(); ++i) fr.h[i] = double(base_h[i]) + double(nh[i]) / 3.0;
-    fr.steps = {int64_t(f), int64_t(1000 + f)};
-  }
-  return out;
-}
-
-void check_same(const Tensor& got, const Tensor& want) {
-  INFO("tensor " << want.name());
-  CHECK(got.info.name == want.info.name);
-  CHECK(got.info.dtype == want.info.dtype);
-  CHECK(got.info.descr == want.info.descr);
-  CHECK(got.info.big_endian == want.info.big_endian);
-  CHECK(got.info.shape == want.info.shape);
-  REQUIRE(got.data.size() == want.data.size());
-  CHECK(std::memcmp(got.data.data(), want.data.data(), got.data.size()) == 0);
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.data.size() == b.data.size() && std::memcmp(a.data.data(), b.data.data(), a.data.size()) == 0;
-}
+std::vector<Bucket> make_buckets(size_t k, uint64_t seed) { return test::make_grad_frames(k, seed); }
 
 bool contains(const std::vector<uint8_t>& hay, const std::vector<uint8_t>& needle) {
   return std::search(hay.begin(), hay.end(), needle.begin(), needle.end()) != hay.end();
