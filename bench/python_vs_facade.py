@@ -46,18 +46,27 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--presets", default=",".join(PRESETS))
+    ap.add_argument("--snapshot", help="an .npz of real gradients to use instead of the synthetic VGG16-size one "
+                                       "(e.g. test_data/snapshots/step_000.npz)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(os.path.abspath(args.build), "python"))
     import gradcodec
 
     exe = os.path.join(args.build, "bench", "bench_facade_encode")
     with tempfile.TemporaryDirectory() as tmp:
-        snap = os.path.join(tmp, "vgg16.safetensors")
-        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "peers", "make_vgg16.py"), snap],
-                       check=True, stdout=subprocess.DEVNULL)
-        grads = load_safetensors(snap)
-        params = sum(a.size for a in grads.values())
-        print(f"VGG16-size snapshot: {len(grads)} tensors, {params:,} float32 parameters; one thread; "
+        if args.snapshot:
+            snap = os.path.abspath(args.snapshot)
+            with np.load(snap) as z:
+                grads = {name: z[name] for name in z.files}
+            what = f"{os.path.basename(snap)} (real gradients)"
+        else:
+            snap = os.path.join(tmp, "vgg16.safetensors")
+            subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "peers", "make_vgg16.py"), snap],
+                           check=True, stdout=subprocess.DEVNULL)
+            grads = load_safetensors(snap)
+            what = "synthetic VGG16-size snapshot"
+        params = sum(a.size for a in grads.values() if a.dtype.kind == "f")
+        print(f"{what}: {len(grads)} tensors, {params:,} float32 parameters; one thread; "
               f"{args.rounds} rounds x {args.repeat} encodes each side, alternating")
         rows = []
         for preset in args.presets.split(","):
