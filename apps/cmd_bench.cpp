@@ -8,6 +8,8 @@
 #include "bench_report.hpp"
 #include "bench_workers.hpp"
 #include "commands.hpp"
+#include "common.hpp"
+#include "progress.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -60,30 +62,6 @@ std::vector<std::string> bundled_inputs() {
   }
   fail(ErrorCode::Input, "no INPUT given and the bundled test_data snapshots were not found "
                          "(set GRADCODEC_DATA to the test_data directory)");
-}
-
-struct Sweep {
-  std::string stage, param;
-  std::vector<std::string> values;
-};
-
-Sweep parse_sweep(const std::string& s) {
-  auto dot = s.find('.');
-  auto eq = s.find('=');
-  if (dot == std::string::npos || eq == std::string::npos || dot > eq || eq + 1 >= s.size())
-    fail(ErrorCode::Usage, "--sweep '" + s + "': expected STAGE.PARAM=a,b,c (e.g. topk.ratio=0.001,0.01,0.1)");
-  Sweep w{s.substr(0, dot), s.substr(dot + 1, eq - dot - 1), {}};
-  std::string rest = s.substr(eq + 1);
-  size_t start = 0;
-  while (start <= rest.size()) {
-    size_t comma = rest.find(',', start);
-    std::string v = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (v.empty()) fail(ErrorCode::Usage, "--sweep '" + s + "': empty value");
-    w.values.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return w;
 }
 
 // The --json/--csv reports, opened before anything is read or measured: a report path that exists
@@ -144,87 +122,47 @@ int run_bench(BenchArgs a) {
   if (a.no_compensation || a.full_sync > 0)
     fail(ErrorCode::Usage, "--no-compensation and --full-sync apply to --workers (marsit over the steps) only");
   if (a.inputs.empty()) a.inputs = bundled_inputs();
-  struct Job {
-    Pipeline pipeline;
-    std::string label, sweep;
-  };
-  std::vector<Job> jobs;
-  for (const auto& p : a.presets) jobs.push_back({Pipeline::preset(p), p, ""});
-  for (const auto& t : a.pipelines) jobs.push_back({Pipeline::parse(t), "pipeline", ""});
-  if (jobs.empty())
-    for (const auto& p : preset_table()) jobs.push_back({Pipeline::preset(p.name), p.name, ""});
-  std::map<std::string, std::string> swept;  // "stage.param" -> the --sweep text
-  for (const auto& text : a.sweeps) {
-    Sweep sw = parse_sweep(text);
-    // Two sweeps over a stage's alternatives (topk.k and topk.ratio) would each replace the
-    // other: every row would run the second and be labelled with both.
-    if (const char* other = alternative_param(sw.stage, sw.param); other && swept.count(sw.stage + "." + other))
-      fail(ErrorCode::Usage, "--sweep " + text + " and --sweep " + swept[sw.stage + "." + other] + ": " + sw.stage +
-                                 " takes " + sw.param + " or " + other + ", not both; sweep one of them");
-    swept[sw.stage + "." + sw.param] = text;
-    std::vector<Job> expanded;
-    bool used = false;
-    for (const auto& j : jobs) {
-      if (!j.pipeline.has_stage(sw.stage)) {
-        expanded.push_back(j);
-        continue;
-      }
-      used = true;
-      for (const auto& v : sw.values)
-        expanded.push_back({j.pipeline.with_param(sw.stage, sw.param, v), j.label,
-                            (j.sweep.empty() ? "" : j.sweep + ", ") + sw.stage + "." + sw.param + "=" + v});
-    }
-    if (!used)
-      fail(ErrorCode::Usage, "--sweep " + text + ": no pipeline given has a stage '" + sw.stage +
-                                 "' (a stage inside another's parameters, as accordion's, cannot be swept)");
-    jobs = std::move(expanded);
-  }
+  BenchOptions o;
+  o.presets = a.presets;
+  o.pipelines = a.pipelines;
+  o.sweeps = a.sweeps;
+  o.repeat = a.repeat;
+  o.min_time = a.min_time;
+  o.seeds = a.seeds;
+  o.threads = std::max(1u, a.threads);
+  o.per_tensor = a.per_tensor;
+  o.nonfinite = a.nonfinite;
+  o.inputs = a.inputs;
+  const size_t rows = bench_plan(o).size();  // the rows checked before anything is opened
 
   Reports reports = open_reports(a);
 
   // Load every frame once (bench measures the codec, not the file reader).
-  Frames frames;
+  std::vector<std::vector<Tensor>> frames;
   nlohmann::ordered_json desc = nlohmann::ordered_json::array();
   for (const auto& path : a.inputs) {
     OpenInput in = open_input(path, a.in);
     desc.push_back({{"path", recorded_path(path, RecordPaths::Relative)}, {"format", formats::format_name(in.reader->format())}});
+    o.sources.push_back(recorded_path(path, RecordPaths::Relative));  // as encode records it
     std::vector<Tensor> ts;
     for (size_t k : in.selected) ts.push_back(in.reader->read(k));
     frames.push_back(std::move(ts));
   }
-  BenchSettings s;
-  s.repeat = std::max(1u, a.repeat);
-  s.min_time = a.min_time;
-  s.seeds = std::max(1u, a.seeds);
-  s.threads = std::max(1u, a.threads);
-  s.per_tensor = a.per_tensor;
-  s.nonfinite = a.nonfinite;
-  s.inputs_json = desc.dump();
-  s.sources = a.inputs;
-  // Timed runs write a real container: to memory-backed /dev/shm when there is one, so the disk
-  // does not enter the encode figures.
-  s.temp_dir = std::filesystem::is_directory("/dev/shm") && ::access("/dev/shm", W_OK) == 0
-                   ? "/dev/shm"
-                   : std::filesystem::temp_directory_path().string();
-  std::vector<BenchRow> rows;
-  ProgressBar bar("bench", jobs.size(), ProgressBar::Unit::Items);
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    bar.set(i, jobs.size(), jobs[i].label == "pipeline" ? jobs[i].pipeline.text() : jobs[i].label);
-    rows.push_back(bench_pipeline(jobs[i].pipeline, jobs[i].label, jobs[i].sweep, frames, s));
-  }
-  bar.set(jobs.size(), jobs.size());
+  o.inputs_json = desc.dump();
+  ProgressBar bar("bench", rows, ProgressBar::Unit::Items);
+  o.progress = [&bar](size_t done, size_t total, const std::string& row) { bar.set(done, total, row); };
+  const std::string json = bench(frames, o);
+  const nlohmann::ordered_json report = nlohmann::ordered_json::parse(json);
   bar.finish();
-  BenchContext ctx{a.inputs, frames.size(), s.threads, s.repeat, s.min_time};
   // With a report on stdout, the table goes to stderr (a summary there, so --quiet drops it): a
   // pipe into a JSON or CSV reader gets the report alone.
-  if (!reports.to_stdout) print_table(stdout, rows, ctx, a.markdown);
-  else if (!quiet()) print_table(stderr, rows, ctx, a.markdown);
+  if (!reports.to_stdout) print_table(stdout, report, a.markdown);
+  else if (!quiet()) print_table(stderr, report, a.markdown);
   if (reports.json) {
-    const std::string text = rows_json(rows, ctx);
-    reports.json->write(text.data(), text.size());
+    reports.json->write(json.data(), json.size());
   }
   if (reports.csv) {
-    const std::string text = rows_csv(rows);
+    const std::string text = rows_csv(report);
     reports.csv->write(text.data(), text.size());
   }
   // Both complete before either is renamed into place: a failed write leaves neither.

@@ -53,10 +53,8 @@ void Compressor::Impl::step(const std::string& name, const TensorView& view, Ten
   // What a frame holding the view would record, checked as SequenceEncoder::encode_frame checks
   // it, before any state is touched.
   Tensor t;
+  t.info = api::view_info(view);
   t.info.name = name;
-  t.info.dtype = view.dtype;
-  t.info.descr = view.descr;
-  t.info.shape = view.shape;
   check_storable(t.info, kSource);
   const uint64_t bytes = api::view_bytes(view);
   if (bytes && !view.data)

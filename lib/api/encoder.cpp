@@ -81,25 +81,8 @@ std::vector<TensorSummary> Encoder::add_frame(std::span<const TensorView> tensor
   src.count = tensors.size();
   src.source = source.empty() ? "<memory>" : source;
   src.recorded = source;
-  auto info = [tensors](size_t k) {
-    const TensorView& v = tensors[k];
-    TensorInfo t;
-    t.name = v.name;
-    t.dtype = v.dtype;
-    t.descr = v.descr;
-    t.shape = v.shape;
-    return t;
-  };
-  src.info = info;
-  src.load = [tensors, info](size_t k) {
-    const TensorView& v = tensors[k];
-    const uint64_t n = api::view_bytes(v);
-    if (n && !v.data) fail(ErrorCode::Usage, v.name + ": a tensor view of " + std::to_string(n) + " bytes has no data");
-    Tensor t;
-    t.info = info(k);
-    t.data = Buffer::view(nullptr, static_cast<const uint8_t*>(v.data), n);
-    return t;
-  };
+  src.info = [tensors](size_t k) { return api::view_info(tensors[k]); };
+  src.load = [tensors](size_t k) { return api::view_tensor(tensors[k]); };
   return add_frame(src);
 }
 

@@ -24,4 +24,25 @@ inline uint64_t view_bytes(const TensorView& v) {
   return n * size;
 }
 
+// The tensor a view describes (name, dtype, shape).
+inline TensorInfo view_info(const TensorView& v) {
+  TensorInfo t;
+  t.name = v.name;
+  t.dtype = v.dtype;
+  t.descr = v.descr;
+  t.shape = v.shape;
+  return t;
+}
+
+// A Tensor over the view's bytes (no copy): what a frame holding the view encodes. Error(Usage)
+// for a view with bytes but no data.
+inline Tensor view_tensor(const TensorView& v) {
+  const uint64_t n = view_bytes(v);
+  if (n && !v.data) fail(ErrorCode::Usage, v.name + ": a tensor view of " + std::to_string(n) + " bytes has no data");
+  Tensor t;
+  t.info = view_info(v);
+  t.data = Buffer::view(nullptr, static_cast<const uint8_t*>(v.data), n);
+  return t;
+}
+
 }  // namespace gradcodec::api

@@ -293,6 +293,46 @@ struct InspectOptions {
 // Every stream's checksum is verified. Returns the JSON text.
 std::string inspect(const std::string& path, const InspectOptions& options = {});
 
+// bench(): compressors compared side by side on the caller's tensors (docs/bench.md).
+struct BenchOptions {
+  // The rows: each preset, then each pipeline text; neither: every preset.
+  std::vector<std::string> presets;
+  std::vector<std::string> pipelines;
+  // "STAGE.PARAM=a,b,c": every row with the stage becomes one row per value (repeatable).
+  std::vector<std::string> sweeps;
+  unsigned repeat = 3;      // timed encodes and decodes per row, at least
+  double min_time = 0.2;    // and at least this many seconds of each
+  unsigned seeds = 1;       // stochastic pipelines: seeds 0..N-1 for the bias and the error spread
+  unsigned threads = 1;     // 0: one per core; the figures but the speeds do not depend on it
+  NonFinite nonfinite = NonFinite::Refuse;
+  bool per_tensor = false;  // per-tensor figures in the report
+  // Where the timed runs' container is written (and removed after each row); empty: /dev/shm
+  // when writable (the disk stays out of the figures), else the system's temporary directory.
+  std::string temp_dir;
+  // Each frame's source as a container records it, one per frame (empty: "<memory>" for each, as
+  // Encoder::add_frame records a frame given none); the frame sections count in the output bytes
+  // as they do for `gradcodec encode`.
+  std::vector<std::string> sources;
+  // The report's "inputs" (empty: `sources`), and the header's description of them (empty: []).
+  std::vector<std::string> inputs;
+  std::string inputs_json;
+  // Called before each row (done rows, all rows, the row's name) and once at the end with
+  // done == total. Must not throw.
+  std::function<void(size_t done, size_t total, const std::string& row)> progress;
+};
+
+// Measures every row on `frames` (each a frame's tensors, read in place) and returns the report
+// `gradcodec bench --json` prints (same fields, docs/bench.md). Every decoded run is checked:
+// Error(Mismatch) when a lossless row does not return its input bit for bit, or a run differs
+// from the first. Error(Usage) for a bad preset, pipeline or sweep, before anything is measured.
+std::string bench(std::span<const std::vector<TensorView>> frames, const BenchOptions& options = {});
+// The same for tensors already loaded (a formats reader's, with their byte order kept).
+std::string bench(const std::vector<std::vector<Tensor>>& frames, const BenchOptions& options = {});
+// The names of the rows bench() would measure, in order (a preset's name, a pipeline's canonical
+// text, "[stage.param=v]" after a swept one): the options checked (Error Usage) before any input
+// is read.
+std::vector<std::string> bench_plan(const BenchOptions& options);
+
 // merge(): several workers' containers aggregated into one, frame by frame (docs/merge.md).
 struct MergeSettings {
   std::string method;                // "marsit", "cascade", "majority" or "mean"

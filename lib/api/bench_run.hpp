@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The measurement behind `gradcodec bench`: run one pipeline over the loaded frames, time encode
-// and decode (median of repeats after a warm-up), check every decoded run, and collect the figures.
+// The measurement behind bench() (gradcodec.hpp) and `gradcodec bench`: run one pipeline over the
+// frames, time encode and decode (median of repeats after a warm-up), check every decoded run, and
+// collect the figures; and the report those figures make (bench_json.cpp, docs/bench.md).
 #pragma once
 
-#include "common.hpp"
-
+#include <gradcodec/codec.hpp>
 #include <gradcodec/metrics.hpp>
+#include <gradcodec/plugin/stage.hpp>
 
-#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
-namespace gradcodec::cli {
+namespace gradcodec::api {
 
 using Frames = std::vector<std::vector<Tensor>>;
 
@@ -26,7 +27,7 @@ struct BenchSettings {
   NonFinite nonfinite = NonFinite::Refuse;
   bool per_tensor = false;
   std::string temp_dir;
-  std::vector<std::string> sources;   // input path of each frame (recorded in the frame sections)
+  std::vector<std::string> sources;   // each frame's source as the frame section records it
   std::string inputs_json = "[]";  // the container header's input description (as encode writes it)
 };
 
@@ -86,4 +87,19 @@ struct BenchRow {
 BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, const std::string& sweep,
                         const Frames& frames, const BenchSettings& settings);
 
-}  // namespace gradcodec::cli
+inline constexpr const char* kBenchSchema = "gradcodec-bench/2";
+
+// What the report says of the run as a whole.
+struct BenchContext {
+  std::vector<std::string> inputs;
+  size_t frames = 0;
+  unsigned threads = 1;
+  unsigned repeat = 0;
+  double min_time = 0;
+};
+
+// The report of `gradcodec bench --json` (docs/bench.md): schema, context, and every row's figures
+// under their stable names. Text, as bench() returns it.
+std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx);
+
+}  // namespace gradcodec::api

@@ -9,7 +9,7 @@
 #include <thread>
 #include <unistd.h>
 
-namespace gradcodec::cli {
+namespace gradcodec::api {
 
 namespace {
 
@@ -61,7 +61,7 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
     src.info = [&fr](size_t i) { return fr[i].info; };
     src.load = [&fr](size_t i) { return fr[i]; };
     src.source = f < s.sources.size() ? s.sources[f] : "";
-    src.recorded = recorded_path(src.source, RecordPaths::Relative);  // as encode records it
+    src.recorded = src.source;
     r.outcomes.push_back(enc.encode_frame(src, w));
   }
   w.finish();
@@ -73,7 +73,7 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
 
 Frames decode_all(const std::string& path, double& seconds) {
   auto start = Clock::now();
-  ContainerReader reader = open_container(path);
+  ContainerReader reader = ContainerReader::open(path);
   SequenceDecoder dec(reader);
   Frames out(reader.frame_count());
   for (size_t f = 0; f < reader.frame_count(); ++f)
@@ -280,4 +280,4 @@ BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, cons
   return row;
 }
 
-}  // namespace gradcodec::cli
+}  // namespace gradcodec::api

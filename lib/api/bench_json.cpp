@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The report of bench() and `gradcodec bench --json`: every row's figures under stable field names
+// (docs/bench.md; the CLI's table and CSV are made from this record).
+#include "api/bench_run.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+namespace gradcodec::api {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+// v / params, or null for params == 0 (a snapshot of empty or pass-through arrays only): a
+// per-parameter figure that would mean nothing.
+ordered_json per_param(double v, uint64_t params) {
+  if (params == 0) return nullptr;
+  return v / double(params);
+}
+
+// Every figure of a row, by its stable field name (JSON and CSV share these names).
+ordered_json row_fields(const BenchRow& r) {
+  const double mb = double(r.input_bytes) / 1e6;
+  const uint64_t streams = r.index_bytes + r.value_bytes + r.scale_bytes + r.side_bytes;
+  const uint64_t overhead = r.output_bytes > streams ? r.output_bytes - streams : 0;
+  const double kept = double(r.kept);
+  auto cr = [&](double dense_bits, uint64_t bytes) -> ordered_json {
+    if (bytes == 0) return nullptr;
+    return dense_bits / (8.0 * double(bytes));
+  };
+  const double t_enc = r.encode_median;
+  ordered_json j;
+  j["label"] = r.label;
+  j["pipeline"] = r.pipeline;
+  j["sweep"] = r.sweep;
+  j["deterministic"] = r.deterministic;
+  j["lossless"] = r.exact;
+  j["parameters"] = r.parameters;
+  j["kept"] = r.kept;
+  j["kept_fraction"] = per_param(kept, r.parameters);
+  j["input_bytes"] = r.input_bytes;
+  j["output_bytes"] = r.output_bytes;
+  j["ratio"] = r.output_bytes ? double(r.input_bytes) / double(r.output_bytes) : 0.0;
+  j["bits_per_param"] = per_param(8.0 * double(r.output_bytes), r.parameters);
+  j["bits_index"] = per_param(8.0 * double(r.index_bytes), r.parameters);
+  j["bits_value"] = per_param(8.0 * double(r.value_bytes), r.parameters);
+  j["bits_scale_side"] = per_param(8.0 * double(r.scale_bytes + r.side_bytes), r.parameters);
+  j["bits_overhead"] = per_param(8.0 * double(overhead), r.parameters);
+  j["index_cr"] = cr(32.0 * kept, r.index_bytes);
+  j["value_cr"] = cr(32.0 * kept, r.value_bytes + r.scale_bytes);
+  j["overall_cr"] = cr(64.0 * kept, streams);
+  j["rel_l2"] = r.err.rel_l2();
+  j["cosine"] = r.err.cosine();
+  j["max_abs_error"] = r.err.max_abs;
+  j["sign_agreement"] = r.err.sign_agreement();
+  j["nonfinite_values"] = r.err.nonfinite;
+  j["encode_mbps"] = t_enc > 0 ? mb / t_enc : 0.0;
+  j["decode_mbps"] = r.decode_median > 0 ? mb / r.decode_median : 0.0;
+  j["throughput_mbps"] = t_enc > 0 ? (double(r.input_bytes) - double(r.output_bytes)) / 1e6 / t_enc : 0.0;
+  j["encode_seconds_median"] = t_enc;
+  j["decode_seconds_median"] = r.decode_median;
+  j["runs"] = r.encode_s.size();
+  j["decode_runs"] = r.decode_s.size();
+  j["encode_spread"] = r.encode_spread;
+  j["decode_spread"] = r.decode_spread;
+  double total = r.container_ns;
+  for (double v : r.times.ns) total += v;
+  auto share = [&](double v) { return total > 0 ? v / total : 0.0; };
+  j["time_transform"] = share(r.times.of(StageKind::Transform));
+  j["time_sparsify"] = share(r.times.of(StageKind::Sparsifier) + r.times.of(StageKind::LowRank));
+  j["time_quantize"] = share(r.times.of(StageKind::Quantizer));
+  j["time_index"] = share(r.times.of(StageKind::IndexCoder));
+  j["time_lossless"] = share(r.times.of(StageKind::Lossless));
+  j["time_container"] = share(r.container_ns);
+  j["seeds"] = r.seeds;
+  auto num = [&](double v) { return r.bias.valid && std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); };
+  j["bias"] = num(r.bias.bias);
+  j["bias_z"] = num(r.bias.z);
+  j["bias_sq"] = num(r.bias.excess);
+  j["bias_sq_se"] = num(r.bias.excess_se);
+  j["bias_raw"] = num(r.bias.raw);
+  j["bias_noise"] = num(r.bias.noise);
+  j["rel_l2_mean"] = r.rel_l2_mean;
+  j["rel_l2_std"] = r.rel_l2_std;
+  return j;
+}
+
+
+// The stages' figures (Stage::stream_stats) by name: value, and the sums it is the ratio of.
+ordered_json stats_json(const StageStats& stats) {
+  ordered_json j = ordered_json::object();
+  for (const auto& s : stats)
+    j[s.name] = {{"value", s.value()}, {"num", s.num}, {"den", s.den}, {"formula", s.formula}};
+  return j;
+}
+
+}  // namespace
+
+std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
+  ordered_json out;
+  out["schema"] = kBenchSchema;
+  out["tool"] = tool_version();
+  out["inputs"] = ctx.inputs;
+  out["frames"] = ctx.frames;
+  out["threads"] = ctx.threads;
+  out["repeat"] = ctx.repeat;
+  out["min_time"] = ctx.min_time;
+  ordered_json arr = ordered_json::array();
+  for (const auto& r : rows) {
+    ordered_json j = row_fields(r);
+    ordered_json frames = ordered_json::array();
+    for (size_t f = 0; f < r.frames.size(); ++f) {
+      const auto& ff = r.frames[f];
+      frames.push_back({{"frame", f},
+                        {"input_bytes", ff.input_bytes},
+                        {"record_bytes", ff.record_bytes},
+                        {"parameters", ff.parameters},
+                        {"ratio", ff.record_bytes ? double(ff.input_bytes) / ff.record_bytes : 0.0},
+                        {"bits_per_param", per_param(8.0 * double(ff.record_bytes), ff.parameters)},
+                        {"rel_l2", ff.err.rel_l2()},
+                        {"cosine", ff.err.cosine()}});
+    }
+    j["per_frame"] = frames;
+    j["stage_stats"] = stats_json(r.stats);
+    if (!r.tensors.empty()) {
+      ordered_json ts = ordered_json::array();
+      for (const auto& t : r.tensors)
+        ts.push_back({{"frame", t.frame},
+                      {"name", t.name},
+                      {"storage", t.storage},
+                      {"parameters", t.parameters},
+                      {"kept", t.kept},
+                      {"input_bytes", t.input_bytes},
+                      {"record_bytes", t.record_bytes},
+                      {"ratio", t.record_bytes ? double(t.input_bytes) / t.record_bytes : 0.0},
+                      {"rel_l2", t.err.rel_l2()},
+                      {"stage_stats", stats_json(t.stats)}});
+      j["per_tensor"] = ts;
+    }
+    arr.push_back(j);
+  }
+  out["rows"] = arr;
+  return out.dump(2) + "\n";
+}
+
+}  // namespace gradcodec::api
