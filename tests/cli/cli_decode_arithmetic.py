@@ -6,8 +6,10 @@
 products and sums the text fixes, and terngrad, bird/bird+, sbc, onebit and fractional, whose
 decoded values are stored f32 numbers copied or negated (no arithmetic), with +0 where the text
 says 0. Where another reading gives other bits on these records (f32 instead of f64 for QSGD, an
-f64 sum for PowerSGD, a power sum for curvefit, (q·(hi − lo))/L for intN, s·σ·b for terngrad's
-zeros) the test counts them, so the text is needed to decode bit for bit."""
+f64 sum for PowerSGD, f32 for curvefit and intN, s·σ·b for terngrad's zeros) the test counts
+them, so the text is needed to decode bit for bit. Also TCS's global mask
+when k_g exceeds the previous output's nonzero entries, its keyframe records' k_g = 0, and the
+tcspos code with no position (count and L byte only)."""
 import lzma
 import math
 import os
@@ -477,6 +479,66 @@ def test_intn_decodes_as_the_text_says():
             alt = (lo32 + q.astype(np.float32) * ((hi32 - lo32) / np.float32(L))).astype(np.float32)
             other += int(np.count_nonzero(alt != got))
     assert other > 0, "f32 would give the same bits: the precision is not needed"
+
+
+def tcs_sequence(pipeline, name):
+    """Two frames of two tensors a, b (1000 elements each): frame 0 has five nonzero entries per
+    tensor, frame 1 is dense. Returns (records of frames 0 and 1, decoded frame 1, inputs of 1)."""
+    rng = np.random.default_rng(11)
+    f0 = {k: np.zeros(1000, np.float32) for k in "ab"}
+    f0["a"][[3, 70, 400, 401, 999]] = [1, -2, 3, -4, 5]
+    f0["b"][[0, 10, 500, 600, 998]] = [6, -7, 8, -9, 10]
+    f1 = {k: (rng.standard_normal(1000) + np.sign(rng.standard_normal(1000)) * 3).astype(np.float32) for k in "ab"}
+    np.savez(path(name + "0.npz"), **f0)
+    np.savez(path(name + "1.npz"), **f1)
+    gcz = path(name + ".gcz")
+    run("encode", path(name + "0.npz"), path(name + "1.npz"), "-o", gcz, "--pipeline", pipeline, "-f", "--quiet")
+    run("decode", gcz, "-o", path(name + ".npz"), "-f")
+    with open(gcz, "rb") as f:
+        blob = f.read()
+    with np.load(path(name + ".frame001.npz")) as z:
+        out = {k: z[k] for k in z.files}
+    return records(blob, 0), records(blob, 1), out, f0, f1
+
+
+def test_tcs_global_mask_beyond_the_previous_nonzeros():
+    # docs/stages.md, tcs: d = 2000, K_global = 500, K_local = 2. Frame 0 (a keyframe, k_g = 0)
+    # codes the top 502 of |g|: the 10 nonzero entries and 492 zeros, so the previous output has
+    # 5 stored entries per tensor. Frame 1: K_global exceeds the snapshot's 10 stored entries, so
+    # the other 490 positions go to zeros by the tie order — the lower tensor first, the lower
+    # position first: k_g = 495 for a (its 5 entries and its 490 lowest other positions), 5 for b.
+    rec0, rec1, out, f0, f1 = tcs_sequence("tcs(global=0.25, local=0.001)", "tg")
+    assert sorted(rec0) == sorted(rec1) == ["a", "b"]
+    for name in "ab":
+        k_g, pos = leb128(rec0[name][1]["index"], 0)
+        assert k_g == 0, name  # a keyframe record
+        assert tcspos_positions(rec0[name][1]["index"], pos, 1000).size == (497 if name == "a" else 5)
+    local = 0
+    for name, want_kg in (("a", 495), ("b", 5)):
+        index = rec1[name][1]["index"]
+        k_g, pos = leb128(index, 0)
+        assert k_g == want_kg, (name, k_g)
+        stored = np.flatnonzero(f0[name])
+        others = np.setdiff1d(np.arange(1000), stored)[:k_g - stored.size]
+        mask = np.union1d(stored, others)
+        coded = tcspos_positions(index, pos, 1000)
+        assert np.intersect1d(coded, mask).size == 0
+        local += coded.size
+        kept = np.union1d(mask, coded)
+        values = f32(rec1[name][1]["value"])
+        assert values.size == kept.size
+        assert same_bits(out[name], scatter(1000, kept, values)), name
+        assert same_bits(values, f1[name][kept]), name  # raw values, e = 0 after frame 0
+    assert local == 2
+
+
+def test_tcspos_with_no_local_position_keeps_its_l_byte():
+    # local = 0: frame 1 codes no position; its tcspos part is LEB128 0 and the L byte, 0.
+    _, rec1, out, f0, f1 = tcs_sequence("tcs(global=0.25, local=0)", "tz")
+    for name, want_kg in (("a", 495), ("b", 5)):
+        index = rec1[name][1]["index"]
+        k_g, pos = leb128(index, 0)
+        assert k_g == want_kg and index[pos:] == b"\x00\x00", (name, index[pos:])
 
 
 if __name__ == "__main__":

@@ -363,6 +363,34 @@ def test_a_stream_name_twice_in_a_record_is_corrupt():
     refused(g.bytes(), 3, contains=["'value'", "twice"])
 
 
+def test_streams_are_read_by_name_in_any_order():
+    # docs/stages.md: the order of a record's streams is not fixed; a reader looks them up by
+    # name. The same record with its two streams (`value`, `index`) swapped (descriptors and bytes,
+    # checksums resealed) decodes to the same values.
+    run("encode", path("g.npz"), "-o", path("so.gcz"), "--pipeline", "topk(ratio=0.5) | varint", "--quiet", "-f")
+    run("decode", path("so.gcz"), "-o", path("so.npz"), "-f")
+    g = Gcz(open(path("so.gcz"), "rb").read())
+    off = g.frames[0][1][0][0]
+    (n1, sum1, data1, size1), (n2, sum2, data2, size2) = g.record_streams(0, 0)
+    assert sorted((n1, n2)) == ["index", "value"]
+    d1 = (sum1 - 10 - len(n1), sum1 + 8)  # name length, name, width, size, checksum
+    d2 = (sum2 - 10 - len(n2), sum2 + 8)
+    assert d1[1] == d2[0]
+    b = g.body
+    b[d1[0]:d2[1]] = b[d2[0]:d2[1]] + b[d1[0]:d1[1]]
+    b[data1:data2 + size2] = b[data2:data2 + size2] + b[data1:data1 + size1]
+    mlen = struct.unpack_from("<I", b, off + 4)[0]
+    struct.pack_into("<Q", b, off + 8 + mlen, xxh3(b[off:off + 8 + mlen]))
+    assert [n for n, *_ in g.record_streams(0, 0)] == [n2, n1]
+    with open(path("so2.gcz"), "wb") as f:
+        f.write(g.bytes())
+    run("decode", path("so2.gcz"), "-o", path("so2.npz"), "-f")
+    with np.load(path("so.npz")) as want, np.load(path("so2.npz")) as got:
+        assert sorted(want.files) == sorted(got.files)
+        for k in want.files:
+            assert want[k].tobytes() == got[k].tobytes(), k
+
+
 def test_library_message_quoting_the_file_stays_one_line():
     # nlohmann::json quotes the bytes it last read: a safetensors key holding NEL (U+0085), LINE
     # SEPARATOR (U+2028) and the control character that stops the parse.

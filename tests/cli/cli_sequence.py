@@ -90,4 +90,24 @@ def test_inspect_shows_the_accordion_choice():
         assert np.array_equal(one["w"], full["w"])
 
 
+def test_frame_files_are_named_with_at_least_three_digits():
+    # docs/formats.md: several frames become OUT.frameNNN.ext (DIR/frameNNN/), NNN the frame's
+    # 0-based index zero-padded to at least three digits: 1001 frames give frame000 … frame999,
+    # frame1000, each holding its own frame.
+    os.makedirs(path("names"), exist_ok=True)
+    files = []
+    for f in range(1001):
+        files.append(path("names", f"s{f:04d}.npy"))
+        np.save(files[-1], np.array([f], np.float32))
+    run("encode", *files, "-o", path("names.gcz"), "--pipeline", "raw", "-f", "--quiet")
+    run("decode", path("names.gcz"), "-o", path("names", "out.npy"), "-f")
+    want = [f"out.frame{f:03d}.npy" for f in range(1001)]
+    assert want[7] == "out.frame007.npy" and want[1000] == "out.frame1000.npy"
+    assert sorted(n for n in os.listdir(path("names")) if n.startswith("out.")) == sorted(want)
+    for f in (0, 7, 999, 1000):
+        assert np.load(path("names", want[f])).tolist() == [f]
+    run("decode", path("names.gcz"), "-o", path("names_dir") + os.sep, "-f")
+    assert sorted(os.listdir(path("names_dir"))) == sorted(f"frame{f:03d}" for f in range(1001))
+
+
 clitest.run_all(globals())
