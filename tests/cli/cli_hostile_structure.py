@@ -391,6 +391,20 @@ def test_streams_are_read_by_name_in_any_order():
             assert want[k].tobytes() == got[k].tobytes(), k
 
 
+def test_tcs_keyframe_k_g_is_a_mask_of_the_first_positions():
+    # docs/stages.md, tcs: a keyframe record carries k_g = 0; the reader does not check the 0
+    # itself, but with the previous output cleared a nonzero k_g makes the first k_g positions
+    # the mask, and the keyframe's coded positions (here 0 … 14, a tensor of zeros) fall in it.
+    np.savez(path("tk0.npz"), w=np.zeros(100, np.float32))
+    run("encode", path("tk0.npz"), "-o", path("tk0.gcz"), "--pipeline", "tcs(global=0.1, local=0.05)", "--quiet", "-f")
+    g = Gcz(open(path("tk0.gcz"), "rb").read())
+    index = g.stream(0, 0, "index")
+    assert index[0] == 0  # k_g = 0 as written
+    run("decode", path("tk0.gcz"), "-o", path("tk0_out.npz"), "-f")
+    g.set_stream(0, 0, "index", b"\x03" + index[1:])
+    refused(g.bytes(), 3, contains=["tcs", "coded position 0 is already in the global mask"])
+
+
 def test_library_message_quoting_the_file_stays_one_line():
     # nlohmann::json quotes the bytes it last read: a safetensors key holding NEL (U+0085), LINE
     # SEPARATOR (U+2028) and the control character that stops the parse.
