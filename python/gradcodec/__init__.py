@@ -12,11 +12,11 @@ not import torch.
 
 from ._core import version as _version
 from ._errors import CorruptError, Error, InputError, InternalError, MismatchError, UsageError
-from ._api import (Compressor, Container, Decompressor, Encoder, Frame, TensorInfo, canonical_pipeline, decode, encode, inspect, merge,
-                   open)
+from ._api import (Compressor, Container, Decompressor, Encoder, Frame, TensorInfo, bench, canonical_pipeline, decode, encode, inspect,
+                   merge, open)
 
 __version__ = _version().split()[-1]
 
 __all__ = ["Compressor", "Container", "Decompressor", "CorruptError", "Encoder", "Error", "Frame", "InputError", "InternalError",
-           "MismatchError", "TensorInfo", "UsageError", "canonical_pipeline", "decode", "encode", "inspect",
+           "MismatchError", "TensorInfo", "UsageError", "bench", "canonical_pipeline", "decode", "encode", "inspect",
            "merge", "open"]

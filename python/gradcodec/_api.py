@@ -12,7 +12,7 @@ import tempfile
 from typing import NamedTuple
 
 from . import _core
-from ._errors import UsageError
+from ._errors import Error, UsageError
 from ._frames import as_array, dtype_of, frame_items, frames_list, to_numpy
 
 _NO_INPUTS = "[]"
@@ -199,6 +199,7 @@ class _AsPaths:
 
     def __enter__(self):
         paths = []
+        self._temporary = {}  # temporary path -> how an error message names it
         for i, s in enumerate(self._sources):
             if isinstance(s, (bytes, bytearray, memoryview)):
                 if self._dir is None:
@@ -207,13 +208,20 @@ class _AsPaths:
                 with builtins.open(p, "wb") as f:
                     f.write(s)
                 paths.append(p)
+                self._temporary[p] = f"<bytes #{i}>" if len(self._sources) > 1 else "<bytes>"
             else:
                 paths.append(os.fspath(s))
         return paths
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         if self._dir is not None:
             self._dir.cleanup()
+        # An error names the input the caller gave, not the temporary copy that was read.
+        if isinstance(exc, Error) and exc.args and isinstance(exc.args[0], str):
+            message = exc.args[0]
+            for path, name in self._temporary.items():
+                message = message.replace(path, name)
+            exc.args = (message, *exc.args[1:])
         return False
 
 
@@ -226,6 +234,36 @@ def inspect(source, *, decode=True):
     if isinstance(source, (bytes, bytearray, memoryview)):
         record["file"] = None  # not a file: the temporary copy's name means nothing
     return record
+
+
+def _names(what, values):
+    if values is None:
+        return []
+    if isinstance(values, str):
+        return [values]
+    values = list(values)
+    for v in values:
+        if not isinstance(v, str):
+            raise UsageError(f"{what} are strings, not {type(v).__name__} ({v!r})")
+    return values
+
+
+def bench(frames, *, presets=None, pipelines=None, sweeps=None, repeat=3, min_time=0.2, seeds=1, threads=1,
+          nonfinite="refuse", per_tensor=False):
+    """Compares compressors on the frames (one mapping name -> array, or a list of them): the
+    rows `gradcodec bench --json` reports, as a list of dicts with its field names
+    (docs/bench.md) — ratio, bits_per_param and its parts, rel_l2, cosine, encode_mbps, ... One
+    row per preset, then per pipeline text (neither: every preset); a sweep "STAGE.PARAM=a,b,c"
+    makes one row per value. Every decoded run is checked (MismatchError if a lossless row does
+    not return its input exactly). Each frame records the source "<memory>", so a row's
+    output_bytes is the size of ``encode`` of the same frames."""
+    if isinstance(min_time, bool) or not isinstance(min_time, numbers.Real) or not 0 <= min_time < float("inf"):
+        raise UsageError(f"min_time must be a number of seconds >= 0, not {min_time!r}")
+    items = [frame_items(f) for f in frames_list(frames)]
+    text = _core.bench(items, _names("presets", presets), _names("pipelines", pipelines), _names("sweeps", sweeps),
+                       _uint("repeat", repeat, 32), float(min_time), _uint("seeds", seeds, 32),
+                       _uint("threads", threads, 16), str(nonfinite), bool(per_tensor))
+    return json.loads(text)["rows"]
 
 
 def merge(inputs, output=None, *, method, seed=0, eta=None, preset=None, pipeline=None, compensation=True,

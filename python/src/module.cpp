@@ -326,6 +326,34 @@ PYBIND11_MODULE(_core, m) {
       py::arg("path"), py::arg("decode"));
 
   m.def(
+      "bench",
+      [](const py::sequence& frames, const std::vector<std::string>& presets, const std::vector<std::string>& pipelines,
+         const std::vector<std::string>& sweeps, unsigned repeat, double min_time, unsigned seeds, unsigned threads,
+         const std::string& nonfinite, bool per_tensor) {
+        BenchOptions o;
+        o.presets = presets;
+        o.pipelines = pipelines;
+        o.sweeps = sweeps;
+        o.repeat = repeat;
+        o.min_time = min_time;
+        o.seeds = seeds;
+        o.threads = threads;
+        o.nonfinite = nonfinite_of(nonfinite);
+        o.per_tensor = per_tensor;
+        bench_plan(o);  // bad options refused before the arrays are taken
+        std::vector<HeldFrame> held;
+        std::vector<std::vector<TensorView>> views;
+        for (const auto& items : frames) {
+          held.push_back(hold_frame(items.cast<py::sequence>()));
+          views.push_back(held.back().views);
+        }
+        py::gil_scoped_release unlocked;
+        return bench(views, o);
+      },
+      py::arg("frames"), py::arg("presets"), py::arg("pipelines"), py::arg("sweeps"), py::arg("repeat"),
+      py::arg("min_time"), py::arg("seeds"), py::arg("threads"), py::arg("nonfinite"), py::arg("per_tensor"));
+
+  m.def(
       "merge",
       [](const std::vector<std::string>& inputs, const std::string& output, const std::string& method, uint64_t seed,
          std::optional<double> eta, const std::string& preset, const std::string& pipeline, bool compensation,

@@ -117,6 +117,51 @@ def test_merge_is_the_clis(tmp_path, steps):
     assert (tmp_path / "m2.gcz").stat().st_size == summary["bytes_written"]
 
 
+# The figures of a bench row that do not depend on the timing or on the container's framing.
+CODEC_FIELDS = ("label", "pipeline", "sweep", "deterministic", "lossless", "parameters", "kept", "input_bytes",
+                "bits_index", "bits_value", "bits_scale_side", "rel_l2", "cosine", "max_abs_error",
+                "sign_agreement", "nonfinite_values", "seeds", "stage_stats")
+
+
+def test_bench_rows_are_the_clis(tmp_path, steps):
+    paths, frames = steps
+    presets = ["lossless", "topk-1pct", "qsgd4"]
+    rows = gradcodec.bench(frames, presets=presets, repeat=1, min_time=0)
+    args = [a for p in presets for a in ("--preset", p)]
+    report = json.loads(cli("bench", *paths, *args, "--repeat", 1, "--min-time", 0, "--json", "-").stdout)
+    assert [r["label"] for r in rows] == presets
+    for mine, theirs, preset in zip(rows, report["rows"], presets):
+        assert {k: mine[k] for k in CODEC_FIELDS} == {k: theirs[k] for k in CODEC_FIELDS}
+        assert [(f["input_bytes"], f["rel_l2"]) for f in mine["per_frame"]] == \
+            [(f["input_bytes"], f["rel_l2"]) for f in theirs["per_frame"]]
+        # The whole container, as encode writes it: in memory here, from the files for the CLI.
+        assert mine["output_bytes"] == len(gradcodec.encode(frames, preset=preset))
+        out = tmp_path / f"{preset}.gcz"
+        cli("encode", *paths, "-o", out, "--preset", preset)
+        assert theirs["output_bytes"] == out.stat().st_size
+        assert mine["encode_mbps"] > 0 and mine["runs"] >= 1
+    assert rows[0]["lossless"] and rows[0]["rel_l2"] == 0
+
+
+def test_bench_sweeps_per_tensor_and_errors(steps):
+    _, frames = steps
+    rows = gradcodec.bench(frames[0], pipelines=["topk(ratio=0.01) | varint"], sweeps=["topk.ratio=0.001,0.1"],
+                           repeat=1, min_time=0, per_tensor=True)
+    assert [r["sweep"] for r in rows] == ["topk.ratio=0.001", "topk.ratio=0.1"]
+    assert rows[0]["kept"] < rows[1]["kept"]
+    assert [t["name"] for t in rows[0]["per_tensor"]] == list(frames[0])
+    with pytest.raises(gradcodec.UsageError, match="no-such"):
+        gradcodec.bench(frames[0], presets=["no-such"])
+    with pytest.raises(gradcodec.UsageError, match="STAGE.PARAM"):
+        gradcodec.bench(frames[0], presets=["topk-1pct"], sweeps=["topk"])
+    with pytest.raises(gradcodec.UsageError, match="min_time"):
+        gradcodec.bench(frames[0], min_time=-1)
+    with pytest.raises(gradcodec.UsageError):
+        gradcodec.bench(frames[0], presets=[3])
+    with pytest.raises(gradcodec.InputError):
+        gradcodec.bench({"x": np.array([1.0, np.nan], np.float32)}, presets=["topk-1pct"], repeat=1, min_time=0)
+
+
 def test_encoder_appends_frames_and_reports_sizes(steps):
     _, frames = steps
     with gradcodec.Encoder(preset="topk-1pct", seed=2) as enc:
@@ -199,6 +244,19 @@ def test_errors_carry_the_clis_exit_codes(steps):
             call()
         assert e.value.code == code and isinstance(e.value, gradcodec.Error), e.value
         assert str(e.value)
+
+
+def test_errors_about_bytes_inputs_name_them_not_a_temporary_file(tmp_path, steps):
+    _, frames = steps
+    good = gradcodec.encode(frames[0], preset="ssdm")
+    blob = bytearray(good)
+    blob[len(blob) // 2] ^= 0xFF
+    with pytest.raises(gradcodec.CorruptError) as e:
+        gradcodec.inspect(bytes(blob))
+    assert "<bytes>" in str(e.value) and "gradcodec-" not in str(e.value)
+    with pytest.raises(gradcodec.CorruptError) as e:
+        gradcodec.merge([good, bytes(blob)], method="marsit")
+    assert "<bytes #1>" in str(e.value) and "gradcodec-" not in str(e.value)
 
 
 def test_a_damaged_container_is_corrupt_and_a_snapshot_is_not_a_container(steps):
