@@ -1,18 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Compressor: one tensor at a time through the engine's step for one tensor (encode_record), each
-// name its own sequence of frames; Decompressor: its records decoded on the receiving side
-// (gradcodec.hpp, docs/api.md "Compressor").
+// name its own sequence of frames (named_sequences.hpp; gradcodec.hpp, docs/api.md "Compressor").
 #include <gradcodec/gradcodec.hpp>
 
 #include "api/facade.hpp"
+#include "api/named_sequences.hpp"
 
 #include <gradcodec/codec.hpp>
-#include <gradcodec/container_error.hpp>
-
-#include "core/checksum.hpp"
-
-#include <algorithm>
-#include <unordered_map>
+#include <gradcodec/container.hpp>
 
 namespace gradcodec {
 
@@ -21,22 +16,10 @@ namespace {
 const std::string kSource = "<memory>";
 }  // namespace
 
-struct Compressor::Impl {
-  // One name's sequence: its records' frame and index, and the state its frames left.
-  struct Sequence {
-    uint32_t index = 0;   // its record's index in a frame (0 with solo frames)
-    uint32_t frames = 0;  // calls done
-    PipelineStages::TensorState state;
-  };
-  Pipeline pipeline;
-  PipelineStages stages;
-  CompressorOptions opt;
-  bool solo = false;
-  std::unordered_map<std::string, Sequence> names;
+struct Compressor::Impl : api::NamedSequences {
+  using NamedSequences::NamedSequences;
   uint64_t last_bytes = 0;
 
-  explicit Impl(const CompressorOptions& o)
-      : pipeline(api::chosen_pipeline(o.preset, o.pipeline)), stages(pipeline), opt(o), solo(stages.plans_frame()) {}
   // One call: `decoded` (if given) receives what a decoder of the record returns, `bytes` (if
   // given) the record.
   void step(const std::string& name, const TensorView& view, Tensor* decoded, std::vector<uint8_t>* bytes);
@@ -68,17 +51,11 @@ void Compressor::Impl::step(const std::string& name, const TensorView& view, Ten
   t.data = Buffer::view(nullptr, static_cast<const uint8_t*>(view.data), bytes);
 
   auto [it, added] = m.names.try_emplace(name);
-  Impl::Sequence& seq = it->second;
-  if (added) seq.index = m.solo ? 0 : static_cast<uint32_t>(m.names.size() - 1);
-  if (seq.frames == UINT32_MAX)
-    fail(ErrorCode::Usage, name + ": a sequence holds at most " + std::to_string(UINT32_MAX) + " frames");
+  Sequence& seq = it->second;
+  if (added) seq.index = m.index_of_new(m.names.size() - 1);
+  check_room(name, seq);
 
-  StageContext ctx;
-  ctx.seed = m.opt.seed;
-  ctx.frame = seq.frames;
-  ctx.tensor = seq.index;
-  ctx.keyframe = seq.frames == 0;  // keyframe_interval 0
-  ctx.info = &t.info;
+  StageContext ctx = m.context(seq, &t.info);
   EncodedRecord rec;
   try {
     // A reducer that plans whole frames plans this one: the tensor alone (SequenceEncoder's
@@ -105,8 +82,7 @@ void Compressor::Impl::step(const std::string& name, const TensorView& view, Ten
     if (added) {
       m.names.erase(it);  // a name takes its position with its first record (as a receiver sees it)
     } else if (m.stages.stateful() && !refused_first) {
-      seq.state = PipelineStages::TensorState{};
-      seq.frames = 0;
+      restart(seq);
     }
     throw;
   }
@@ -147,136 +123,10 @@ std::vector<uint8_t> Compressor::encode(const std::string& name, const TensorVie
 
 uint64_t Compressor::last_bytes() const noexcept { return impl_->last_bytes; }
 
-uint64_t Compressor::calls(const std::string& name) const {
-  auto it = impl_->names.find(name);
-  return it == impl_->names.end() ? 0 : it->second.frames;
-}
+uint64_t Compressor::calls(const std::string& name) const { return impl_->calls(name); }
 
 std::string Compressor::pipeline_text() const { return impl_->pipeline.text(); }
 bool Compressor::stateful() const noexcept { return impl_->stages.stateful(); }
 bool Compressor::solo_frames() const noexcept { return impl_->solo; }
-
-// ---------------------------------------------------------------- Decompressor
-
-struct Decompressor::Impl {
-  struct Sequence {
-    uint32_t index = 0;   // as Compressor::Impl::Sequence
-    uint32_t frames = 0;  // records decoded
-    PipelineStages::TensorState state;
-  };
-  Pipeline pipeline;
-  PipelineStages stages;
-  CompressorOptions opt;
-  bool solo = false;
-  std::unordered_map<std::string, Sequence> names;
-
-  explicit Impl(const CompressorOptions& o)
-      : pipeline(api::chosen_pipeline(o.preset, o.pipeline)), stages(pipeline), opt(o), solo(stages.plans_frame()) {}
-};
-
-Decompressor::Decompressor(const CompressorOptions& options) : impl_(std::make_unique<Impl>(options)) {}
-Decompressor::Decompressor(Decompressor&&) noexcept = default;
-Decompressor& Decompressor::operator=(Decompressor&&) noexcept = default;
-Decompressor::~Decompressor() = default;
-
-Tensor Decompressor::decode(const std::string& name, std::span<const uint8_t> record) {
-  Impl& m = *impl_;
-  const auto it = m.names.find(name);
-  const bool added = it == m.names.end();
-  const uint32_t done = added ? 0 : it->second.frames;
-  const std::string where = "corrupt record " + std::to_string(done) + " of tensor '" + name + "'";
-  auto corrupt = [&](const std::string& why) { throw ContainerError(where + ": " + why); };
-
-  // Every check before anything is allocated or any state touched: the metadata (the
-  // container's own parser, ContainerError naming the record), the name, the storage against
-  // the dtype (what an encoder makes), the memory, every stream's checksum.
-  const RecordMeta meta = parse_record(record, 0, 1 + m.stages.variant_count(), where);
-  if (meta.info.name != name)
-    corrupt("it is the record of tensor '" +
-            (meta.info.name.size() > 200 ? meta.info.name.substr(0, 200) + "..." : meta.info.name) + "'");
-  if ((meta.storage == Storage::PassThrough) != (meta.info.dtype == DType::Other))
-    corrupt(std::string(storage_name(meta.storage)) + " record of dtype " + dtype_name(meta.info.dtype));
-  if (meta.storage == Storage::Pipeline) {
-    // As SequenceDecoder: its f32 working values or its elements, whichever is larger.
-    const uint64_t n = meta.info.elements(), width = std::max<uint64_t>(4, dtype_size(meta.info.dtype));
-    if (n > m.opt.memory_limit / width)
-      fail(ErrorCode::Input, "record " + std::to_string(done) + " of tensor '" + name + "' (" + std::to_string(n) +
-                                 " " + dtype_name(meta.info.dtype) + " elements) needs " +
-                                 (n > UINT64_MAX / width ? std::string("over 2^64") : std::to_string(n * width)) +
-                                 " bytes to decode, over the memory limit of " + std::to_string(m.opt.memory_limit) +
-                                 " bytes");
-  }
-  for (const StreamInfo& si : meta.streams)
-    if (xxh3(record.data() + si.offset, si.size) != si.checksum)
-      corrupt("stream '" + si.name + "' at offset " + std::to_string(si.offset) + ": checksum mismatch");
-
-  Impl::Sequence fresh;
-  Impl::Sequence& seq = added ? fresh : it->second;
-  if (added) seq.index = m.solo ? 0 : static_cast<uint32_t>(m.names.size());
-  if (seq.frames == UINT32_MAX)
-    fail(ErrorCode::Usage, name + ": a sequence holds at most " + std::to_string(UINT32_MAX) + " frames");
-  Tensor out;
-  out.info = meta.info;
-  StageContext ctx;  // as the sender's (Compressor::Impl::step)
-  ctx.seed = m.opt.seed;
-  ctx.frame = seq.frames;
-  ctx.tensor = seq.index;
-  ctx.keyframe = seq.frames == 0;
-  ctx.info = &out.info;
-  // A stateless pipeline's record is decoded from an empty state (SequenceDecoder).
-  PipelineStages::TensorState scratch;
-  PipelineStages::TensorState& st = m.stages.stateful() ? seq.state : scratch;
-  try {
-    if (meta.storage == Storage::PassThrough || meta.storage == Storage::Raw) {
-      const std::span<const uint8_t> raw = record.subspan(meta.streams[0].offset, meta.streams[0].size);
-      out.data = Buffer(std::vector<uint8_t>(raw.begin(), raw.end()));
-    }
-    if (meta.storage != Storage::PassThrough && ctx.keyframe) st.dec.clear();
-    if (meta.storage == Storage::Raw) {
-      m.stages.observe_raw(out, ctx, st, false);
-    } else if (meta.storage == Storage::Pipeline) {
-      Streams streams;
-      for (const StreamInfo& si : meta.streams) {
-        const std::span<const uint8_t> b = record.subspan(si.offset, si.size);
-        streams.add(si.name, si.width).bytes.assign(b.begin(), b.end());
-      }
-      // The variant: 0 the pipeline, k the control stage's alternative k - 1 (Compressor::encode).
-      const PipelineStages& ds = meta.variant ? m.stages.variant(static_cast<int>(meta.variant) - 1) : m.stages;
-      out = ds.decode(meta.info, std::move(streams), true, ctx, st);
-    }
-  } catch (...) {
-    // The stages refused streams that passed their checksums (no Compressor made them): a
-    // stateful pipeline's state may be part-way updated, and the sequence starts again.
-    if (!added && m.stages.stateful()) {
-      seq.state = PipelineStages::TensorState{};
-      seq.frames = 0;
-    }
-    try {
-      throw;
-    } catch (const ContainerError&) {
-      throw;
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::Corrupt) throw;
-      corrupt(e.what());
-    }
-  }
-  ++seq.frames;
-  if (added) m.names.emplace(name, std::move(fresh));
-  return out;
-}
-
-uint64_t Decompressor::calls(const std::string& name) const {
-  auto it = impl_->names.find(name);
-  return it == impl_->names.end() ? 0 : it->second.frames;
-}
-
-void Decompressor::reset(const std::string& name) {
-  auto it = impl_->names.find(name);
-  if (it == impl_->names.end()) return;
-  it->second.state = PipelineStages::TensorState{};
-  it->second.frames = 0;
-}
-
-std::string Decompressor::pipeline_text() const { return impl_->pipeline.text(); }
 
 }  // namespace gradcodec
