@@ -19,10 +19,10 @@ std::unique_ptr<SnapshotReader> open_safetensors(std::shared_ptr<const InputFile
 // The size of a safetensors stream from its first `avail` bytes: 8 + the header's length (capped),
 // then + the end of its data as the header declares it once the whole header is given (just the
 // header when it does not parse: the reader then says why). For reading standard input.
+uint64_t safetensors_declared_size(const uint8_t* p, size_t avail);
 // torch.save's zip format (.pt, .pth, .bin): torch_read.cpp; the pickle is read by
 // pickle_restricted.cpp, which executes nothing.
 std::unique_ptr<SnapshotReader> open_torch(std::shared_ptr<const InputFile> file);
-uint64_t safetensors_declared_size(const uint8_t* p, size_t avail);
 
 // Array i of an npz reader (open_npz; Error(Internal) for another reader): its size in bytes, and
 // its bytes as stored (before any transpose or byte swap) written to dst, with every check

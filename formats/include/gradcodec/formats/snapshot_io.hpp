@@ -49,9 +49,6 @@ class SnapshotReader {
   // corrupt. Arrays whose data cannot be represented even as bytes (e.g. HDF5 variable-length)
   // throw Error(Input) naming the array.
   virtual Tensor read(size_t i) = 0;
-  // Why read(i) will fail, when open() already knows it (HDF5 variable-length data, references,
-  // data in other files, a missing filter); empty otherwise. Lets a caller refuse at once, before
-  // it has read anything else.
   // The file's own key/value metadata (safetensors "__metadata__"), in file order; empty for
   // formats without one. encode keeps it in the container and decode to safetensors restores it.
   virtual std::vector<std::pair<std::string, std::string>> metadata() const { return {}; }
@@ -62,6 +59,9 @@ class SnapshotReader {
   // What open() saw in the file but will not read (HDF5 soft and external links), one line
   // each, for the caller to show: nothing is left out without a word.
   virtual std::vector<std::string> notes() const { return {}; }
+  // Why read(i) will fail, when open() already knows it (HDF5 variable-length data, references,
+  // data in other files, a missing filter); empty otherwise. Lets a caller refuse at once, before
+  // it has read anything else.
   virtual std::string unreadable(size_t i) const {
     (void)i;
     return {};
