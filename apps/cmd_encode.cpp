@@ -103,7 +103,8 @@ int run_encode(const EncodeArgs& a) {
 void setup_encode(CLI::App& app, Runner& run) {
   auto a = std::make_shared<EncodeArgs>();
   CLI::App* sub = app.add_subcommand("encode", "compress gradient snapshots into a .gcz container");
-  sub->add_option("INPUT", a->inputs, ".npy, directory of .npy, .npz, .h5/.hdf5, .safetensors, .pt/.pth/.bin (torch.save), or - (stdin); "
+  sub->add_option("INPUT", a->inputs, ".npy, directory of .npy, .npz, .h5/.hdf5, .safetensors, .pt/.pth/.bin (torch.save), "
+                                      "a sharded checkpoint's .safetensors.index.json/.bin.index.json, or - (stdin); "
                                       "several inputs form a sequence")
       ->required();
   sub->add_option("-o,--output", a->output, "output container (.gcz), or - for stdout")->required();

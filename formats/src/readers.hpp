@@ -24,6 +24,19 @@ uint64_t safetensors_declared_size(const uint8_t* p, size_t avail);
 // pickle_restricted.cpp, which executes nothing.
 std::unique_ptr<SnapshotReader> open_torch(std::shared_ptr<const InputFile> file);
 
+// Sharded checkpoints (sharded_read.cpp): whether PATH's name is an index's
+// (NAME.safetensors.index.json, NAME.bin.index.json, any case), and the index opened as one
+// snapshot of all its shards, each opened only when one of its tensors is read.
+bool is_sharded_index_name(const std::string& path);
+std::unique_ptr<SnapshotReader> open_sharded(const std::string& index_path);
+// For tests: how many times a sharded reader (open_sharded; Error(Internal) for another) has
+// opened a shard to read a tensor (open() opens each one once more to check it, not counted).
+size_t sharded_shard_opens(const SnapshotReader& sharded);
+// One shard of a sharded checkpoint, by its content (snapshot.cpp): a safetensors file or a
+// torch.save zip (a zip under a .bin/.pt/.pth name goes to the torch reader, which says what is
+// wrong with it); any other file refused (Error Input) saying what it is.
+std::unique_ptr<SnapshotReader> open_shard(std::shared_ptr<const InputFile> file);
+
 // Array i of an npz reader (open_npz; Error(Internal) for another reader): its size in bytes, and
 // its bytes as stored (before any transpose or byte swap) written to dst, with every check
 // read(i) makes (CRC, no more data than declared). read(i) is allocate + read_npz_array_into;

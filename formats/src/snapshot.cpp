@@ -46,7 +46,8 @@ std::unique_ptr<SnapshotReader> open_by_magic(std::shared_ptr<const InputFile> f
       case Format::Hdf5: return open_hdf5(f);
       case Format::Safetensors: return open_safetensors(f);
       case Format::Torch: return open_torch(f);
-      case Format::NpyDir: break;
+      case Format::NpyDir:
+      case Format::Sharded: break;
     }
   // What users pass by mistake, said as such.
   if (f->size() == 0) fail(ErrorCode::Input, f->path() + ": empty input");
@@ -109,6 +110,7 @@ const char* format_name(Format f) noexcept {
     case Format::Hdf5: return "hdf5";
     case Format::Safetensors: return "safetensors";
     case Format::Torch: return "torch";
+    case Format::Sharded: return "sharded";
   }
   return "?";
 }
@@ -121,6 +123,7 @@ const char* format_title(Format f) noexcept {
     case Format::Hdf5: return "HDF5";
     case Format::Safetensors: return "safetensors";
     case Format::Torch: return "PyTorch (torch.save)";
+    case Format::Sharded: return "sharded checkpoint";
   }
   return "?";
 }
@@ -144,8 +147,23 @@ std::optional<Format> sniff_format(const uint8_t* d, uint64_t size) noexcept {
   return std::nullopt;
 }
 
+std::unique_ptr<SnapshotReader> open_shard(std::shared_ptr<const InputFile> f) {
+  const std::optional<Format> format = format_by_magic(f->data(), f->size());
+  if (format == Format::Safetensors) return open_safetensors(f);
+  if (format == Format::Torch) return open_torch(f);
+  const std::string ext = lower_extension(f->path());
+  if (format == Format::Npz && (ext == ".bin" || ext == ".pt" || ext == ".pth")) return open_torch(f);
+  if (format) fail(ErrorCode::Input, f->path() + ": " + (*format == Format::Npz || *format == Format::Npy ? "an " : "a ") +
+                                         format_title(*format) + " file, not a safetensors or torch.save shard");
+  // What open_by_magic names (empty, a container, a legacy torch.save or a pickle) is refused
+  // saying so; anything else here.
+  if (f->size() == 0 || f->data()[0] == 0x80 || starts_with(f, "\x89GCZ", 4)) return open_by_magic(f);
+  fail(ErrorCode::Input, f->path() + ": neither a safetensors file nor a torch.save zip");
+}
+
 std::unique_ptr<SnapshotReader> open_snapshot(const std::string& path) {
   if (path != "-" && is_directory(path)) return open_npy_dir(path);
+  if (path != "-" && is_sharded_index_name(path)) return open_sharded(path);
   // An npz's members are read with pread (InputFile::read_at), so its descriptor stays open;
   // the other formats read the mapping and keep no descriptor (encode opens every input of a
   // sequence before it starts).
@@ -191,6 +209,7 @@ std::unique_ptr<SnapshotWriter> create_snapshot(const std::string& path, bool ov
     case Format::Hdf5: return create_hdf5(path, overwrite);
     case Format::Safetensors: return create_safetensors(path, overwrite);
     case Format::Torch: return create_torch(path, overwrite);
+    case Format::Sharded: break;  // (never an output format)
   }
   fail(ErrorCode::Internal, "unreachable output format");
 }

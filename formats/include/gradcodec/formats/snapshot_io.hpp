@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // gradcodec formats — read and write gradient snapshots (NPY, directory of NPY, NPZ, HDF5,
-// safetensors, torch.save's zip format). A format never includes a stage; the library never includes a format.
+// safetensors, torch.save's zip format; sharded checkpoints, read only). A format never includes a stage; the library never includes a format.
 //
 // Every failure throws gradcodec::Error: ErrorCode::Input for unreadable, unsupported, corrupt or
 // lying input files (one line naming the file and what is wrong), ErrorCode::Usage for an output
@@ -18,7 +18,9 @@
 
 namespace gradcodec::formats {
 
-enum class Format { Npy, NpyDir, Npz, Hdf5, Safetensors, Torch };
+// Sharded: a sharded checkpoint's index (NAME.safetensors.index.json, NAME.bin.index.json), read
+// as one snapshot of all its shards; told by its name only, and never written.
+enum class Format { Npy, NpyDir, Npz, Hdf5, Safetensors, Torch, Sharded };
 const char* format_name(Format f) noexcept;
 
 // The snapshot format whose signature the first bytes of a file carry (NPY's "\x93NUMPY", a zip
@@ -26,8 +28,8 @@ const char* format_name(Format f) noexcept;
 // and within the file), or nullopt. Lets a caller expecting something else (a container) say
 // what the file is.
 std::optional<Format> sniff_format(const uint8_t* data, uint64_t size) noexcept;
-// "NPY", "NPZ", "directory of NPY", "HDF5", "safetensors", "PyTorch (torch.save)": the format as
-// a user calls it.
+// "NPY", "NPZ", "directory of NPY", "HDF5", "safetensors", "PyTorch (torch.save)", "sharded
+// checkpoint": the format as a user calls it.
 const char* format_title(Format f) noexcept;
 // For bytes given where a .gcz container is expected: when they are not one but a snapshot
 // (sniff_format), what to tell the user ("this is an NPZ file, not a gradcodec container;
@@ -68,8 +70,8 @@ class SnapshotReader {
   }
 };
 
-// Opens PATH by its extension (.npy, .npz, .h5, .hdf5, .safetensors, .pt/.pth/.bin when a zip) or
-// as a directory of .npy
+// Opens PATH by its extension (.npy, .npz, .h5, .hdf5, .safetensors, .pt/.pth/.bin when a zip, a
+// sharded checkpoint's .safetensors.index.json / .bin.index.json) or as a directory of .npy
 // files (sorted by name; each array named by its file stem). When the extension is unknown the
 // first bytes decide. "-" reads standard input fully into memory and detects the format by magic.
 std::unique_ptr<SnapshotReader> open_snapshot(const std::string& path);
