@@ -251,5 +251,28 @@ def test_torch_shards_are_checked_as_safetensors_ones():
     refused(idx, "shard 'pytorch_model-00001-of-00002.bin'", "legacy format")
 
 
+def test_warnings_name_the_shard_and_differing_metadata_is_not_kept():
+    # a value of a torch shard that is not a tensor is no extra tensor: a warning names it and its shard
+    name = "pytorch_model.bin.index.json"
+    idx = variant("pt_step", src=PT, name=name)
+    shard = os.path.join(os.path.dirname(idx), "pytorch_model-00002-of-00002.bin")
+    sd = torch.load(shard)
+    sd["step"] = 5
+    torch.save(sd, shard)
+    _, err = run("encode", idx, "-o", path("pt_step.gcz"), "--preset", "lossless")
+    assert "shard 'pytorch_model-00002-of-00002.bin': 1 value(s) that are not tensors (the first: 'step')" in err, err
+    # safetensors shards whose __metadata__ differ: none is kept, and a warning says so
+    idx = variant("metadata")
+    a = fixtures_sharded.arrays()
+    items, body, _ = fixtures_safetensors.layout(
+        [fixtures_safetensors.t(n, a[n][0], a[n][1]) for n, s in sorted(fixtures_sharded.ORDER) if s == 2])
+    with open(os.path.join(os.path.dirname(idx), SHARD2), "wb") as f:
+        f.write(fixtures_safetensors.raw_file(fixtures_safetensors.header_text(items, metadata={"format": "np"}), body))
+    _, err = run("encode", idx, "-o", path("metadata.gcz"), "--preset", "lossless")
+    assert "__metadata__ differ: none is kept" in err, err
+    info, names = tensor_names(path("metadata.gcz"))
+    assert "metadata" not in info["inputs"][0] and len(names) == len(ORDER) - 1, info["inputs"]
+
+
 if __name__ == "__main__":
     clitest.run_all(globals())
