@@ -132,7 +132,19 @@ std::optional<std::string> snapshot_not_container(const uint8_t* data, uint64_t 
   static const char kGcz[8] = {'\x89', 'G', 'C', 'Z', '\r', '\n', '\x1a', '\n'};
   if (size >= 8 && std::memcmp(data, kGcz, 8) == 0) return std::nullopt;
   const auto f = sniff_format(data, size);
-  if (!f) return std::nullopt;
+  if (!f) {
+    // A sharded checkpoint's index (read by name, never sniffed as a snapshot): a JSON object
+    // whose first 1 MiB names "weight_map", as save_pretrained writes it.
+    uint64_t at = 0;
+    while (at < size && (data[at] == ' ' || data[at] == '\n' || data[at] == '\r' || data[at] == '\t')) ++at;
+    static const char kKey[] = "\"weight_map\"";
+    const uint64_t n = std::min<uint64_t>(size, uint64_t{1} << 20);
+    if (at < n && data[at] == '{' &&
+        std::search(data + at, data + n, kKey, kKey + sizeof kKey - 1) != data + n)
+      return std::string("this is a sharded checkpoint's index, not a gradcodec container; `gradcodec encode` "
+                         "compresses its shards (name it NAME.safetensors.index.json or NAME.bin.index.json)");
+    return std::nullopt;
+  }
   return std::string("this is ") + (*f == Format::Npz || *f == Format::Npy ? "an " : "a ") + format_title(*f) +
          " file, not a gradcodec container; `gradcodec encode` compresses it";
 }

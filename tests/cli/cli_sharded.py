@@ -122,6 +122,17 @@ def test_inspect_lists_the_tensors_and_encode_names_the_skipped_one():
     assert tensor_names(path("upper.gcz"))[1] == [n for n in ORDER if n != "steps"]
 
 
+def test_an_index_given_where_a_container_is_expected_is_said_as_such():
+    idx = os.path.join(ST, "model.safetensors.index.json")
+    for args in (["inspect", idx], ["decode", idx, "-o", path("never.npz")], ["merge", idx, idx, "--method", "mean", "-o", path("m.gcz")]):
+        fails(*args, code=2, contains="this is a sharded checkpoint's index, not a gradcodec container")
+    assert not os.path.exists(path("never.npz")) and not os.path.exists(path("m.gcz"))
+    # other JSON stays what it was: not a container (exit 3)
+    with open(path("other.json"), "w") as f:
+        f.write('{"weights": {}, "note": "JSON that is not an index, long enough to hold a preamble"}' * 4)
+    fails("inspect", path("other.json"), code=3, contains="not a .gcz container")
+
+
 # --- refusals: each a copy of a good set with one thing wrong ---------------------------------------
 
 def index_entries(src=ST, name="model.safetensors.index.json"):

@@ -33,8 +33,9 @@ std::optional<Format> sniff_format(const uint8_t* data, uint64_t size) noexcept;
 const char* format_title(Format f) noexcept;
 // For bytes given where a .gcz container is expected: when they are not one but a snapshot
 // (sniff_format), what to tell the user ("this is an NPZ file, not a gradcodec container;
-// `gradcodec encode` compresses it"); else nullopt (a container, or bytes the container's own
-// checks will refuse).
+// `gradcodec encode` compresses it"; the same for a sharded checkpoint's index, a JSON object
+// naming "weight_map"); else nullopt (a container, or bytes the container's own checks will
+// refuse).
 std::optional<std::string> snapshot_not_container(const uint8_t* data, uint64_t size);
 
 // A lazily read snapshot: open() validates the container structure and lists every array
