@@ -32,8 +32,8 @@
 //    or a pickle interpretation (torch) each time the read order moves to another shard; a
 //    sorted index interleaves shards (layers.10 before layers.2), which this accepts rather
 //    than hold every shard mapped.
-//  * metadata(): the safetensors shards' "__metadata__" when they all have the same one (save
-//    -pretrained writes {"format": "pt"} into each), else none, with a note. The index's own
+//  * metadata(): the safetensors shards' "__metadata__" when they all have the same one
+//    (save_pretrained writes {"format": "pt"} into each), else none, with a note. The index's own
 //    "metadata" ({"total_size": N}) is not checked or kept: writers differ on what it counts.
 //  * notes(): a torch shard's notes (values that are not tensors), prefixed with the shard.
 #include "readers.hpp"
