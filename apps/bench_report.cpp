@@ -63,6 +63,36 @@ std::string bias_text(const ordered_json& r) {
                       r["seeds"].get<unsigned>());
 }
 
+// Milliseconds, or "-" for a null figure.
+std::string ms(const ordered_json& v) { return v.is_null() ? std::string("-") : format("%.3f", 1e3 * num(v)); }
+
+// The link model's table (docs/bench.md, "Link model") and its formulas.
+void print_link_table(std::FILE* out, const ordered_json& report, bool md) {
+  const ordered_json& link = report["link"];
+  std::fprintf(out, "\nlink model: %s/s, %u workers, latency %.3g us, collective %s\n",
+               human_bytes(static_cast<uint64_t>(num(link["rate_bytes_per_second"]))).c_str(),
+               link["workers"].get<unsigned>(), 1e6 * num(link["latency_seconds"]),
+               link["collective"].get<std::string>().c_str());
+  const char* h = md ? "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n"
+                     : "%-26s %-9s %12s %10s %9s %9s %10s %8s %8s\n";
+  std::fprintf(out, h, "pipeline", "collect.", "sent/worker", "comm ms", "enc ms", "dec ms", "step ms", "x fp32",
+               "x fp16");
+  if (md) std::fprintf(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  const ordered_json& rows = report["rows"];
+  for (size_t n = 0; n < rows.size(); ++n) {
+    const ordered_json& j = rows[n];
+    const char* f = md ? "| %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n"
+                       : "%-26s %-9s %12s %10s %9s %9s %10s %8.2f %8.2f\n";
+    std::fprintf(out, f, name_cell(j, n, md).c_str(), j["link_collective"].get<std::string>().c_str(),
+                 human_bytes(static_cast<uint64_t>(num(j["link_sent_bytes"]) + 0.5)).c_str(),
+                 ms(j["link_comm_seconds"]).c_str(), ms(j["link_encode_seconds"]).c_str(),
+                 ms(j["link_decode_seconds"]).c_str(), ms(j["link_step_seconds"]).c_str(),
+                 num(j["link_speedup_fp32"]), num(j["link_speedup_fp16"]));
+  }
+  for (auto it = link["formulas"].begin(); it != link["formulas"].end(); ++it)
+    std::fprintf(out, "%s: %s\n", it.key().c_str(), it->get<std::string>().c_str());
+}
+
 }  // namespace
 
 // A Markdown table cell holds '|' as "\|" (a pipeline's text, "max|err|"): a bare one would
@@ -125,6 +155,7 @@ void print_table(std::FILE* out, const ordered_json& report, bool md) {
                  100 * num(j["time_quantize"]), 100 * num(j["time_index"]),
                  100 * num(j["time_lossless"]), bias_text(j).c_str());
   }
+  if (report.contains("link")) print_link_table(out, report, md);
   // Every figure reported by some row, with its formula, for the legend (in order of appearance).
   ordered_json names = ordered_json::object();
   for (const auto& r : rows)

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <initializer_list>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -41,7 +42,41 @@ struct BenchArgs {
   std::string json, csv;
   NonFinite nonfinite = NonFinite::Refuse;
   InputOptions in;
+  std::string link, latency = "10us", collective = "auto";  // the link model (docs/bench.md)
 };
+
+// A unit: the number is multiplied by `mul` and divided by `div` ("10us" is 10 / 10^6, rounded
+// once).
+struct Unit {
+  const char* name;
+  double mul, div;
+};
+
+// A number followed by a unit from `units`, as "25Gbit/s" or "10us"; Usage error naming the
+// option otherwise.
+double with_unit(const std::string& option, const std::string& text, std::initializer_list<Unit> units,
+                 const char* example) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const std::string unit(end ? end : "");
+  if (end != text.c_str() && std::isfinite(v) && v >= 0)
+    for (const Unit& u : units)
+      if (unit == u.name) return v * u.mul / u.div;
+  std::string names;
+  for (const Unit& u : units) names += (names.empty() ? "" : ", ") + std::string(u.name);
+  fail(ErrorCode::Usage, option + " '" + text + "': expected a number and a unit (" + names + "), e.g. " + example);
+}
+
+// --link RATE in bytes per second: bits or bytes per second with a decimal prefix.
+double link_rate(const std::string& text) {
+  const double v = with_unit("--link", text,
+                             {{"bit/s", 1, 8}, {"kbit/s", 1e3, 8}, {"Mbit/s", 1e6, 8}, {"Gbit/s", 1e9, 8},
+                              {"Tbit/s", 1e12, 8}, {"B/s", 1, 1}, {"kB/s", 1e3, 1}, {"MB/s", 1e6, 1},
+                              {"GB/s", 1e9, 1}, {"TB/s", 1e12, 1}},
+                             "25Gbit/s or 10GB/s");
+  if (v <= 0) fail(ErrorCode::Usage, "--link '" + text + "': the rate must be above 0");
+  return v;
+}
 
 // The bundled snapshots: $GRADCODEC_DATA, the source tree, or the installed data directory.
 std::vector<std::string> bundled_inputs() {
@@ -112,6 +147,15 @@ void check_workers_report(const std::string& path, bool force) {
 
 int run_bench(BenchArgs a) {
   reuse_freed_heap();
+  unsigned link_workers = 0;
+  if (!a.link.empty()) {
+    // With a link model, --workers is the number of workers, not their inputs.
+    const std::string n = a.workers.size() == 1 ? a.workers[0] : "";
+    if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 6 || std::stoul(n) < 2)
+      fail(ErrorCode::Usage, "--link needs --workers N, the number of workers (an integer from 2)");
+    link_workers = static_cast<unsigned>(std::stoul(n));
+    a.workers.clear();
+  }
   if (!a.workers.empty()) {
     if (!a.inputs.empty() || !a.presets.empty() || !a.pipelines.empty() || !a.sweeps.empty() || !a.csv.empty())
       fail(ErrorCode::Usage, "--workers compares the merge methods: give no INPUT, --preset, --pipeline, --sweep "
@@ -133,6 +177,14 @@ int run_bench(BenchArgs a) {
   o.per_tensor = a.per_tensor;
   o.nonfinite = a.nonfinite;
   o.inputs = a.inputs;
+  if (!a.link.empty()) {
+    o.link_rate = link_rate(a.link);
+    o.link_workers = link_workers;
+    o.link_latency = with_unit("--latency", a.latency, {{"s", 1, 1}, {"ms", 1, 1e3}, {"us", 1, 1e6}, {"ns", 1, 1e9}}, "10us");
+  } else if (a.latency != "10us") {
+    fail(ErrorCode::Usage, "--latency applies to the link model (--link RATE)");
+  }
+  o.collective = a.collective;
   const size_t rows = bench_plan(o).size();  // the rows checked before anything is opened
 
   Reports reports = open_reports(a);
@@ -187,8 +239,14 @@ void setup_bench(CLI::App& app, Runner& run) {
       ->allow_extra_args(false)
       ->check(non_empty_text());
   sub->add_option("--workers", a->workers,
-                  "multi-worker mode: one step's worker inputs, a glob ('dir/worker_*.npz') or a manifest "
+                  "with --link: the number of workers N; else the multi-worker mode: one step's worker inputs, a glob ('dir/worker_*.npz') or a manifest "
                   "(.txt/.list, one step per line); repeatable; compares the merge methods (docs/merge.md)");
+  sub->add_option("--link", a->link,
+                  "predict one aggregation over a link of this rate (25Gbit/s, 10GB/s) with --workers N workers: "
+                  "bytes sent, communication and step time, speed-up over fp32 and fp16 all-reduce (docs/bench.md)");
+  sub->add_option("--latency", a->latency, "--link: seconds per message, with a unit (s, ms, us, ns; default 10us)");
+  sub->add_option("--collective", a->collective,
+                  "--link: auto (each pipeline's own), allreduce, allgather or ring (Marsit's one-bit ring)");
   sub->add_flag("--no-compensation", a->no_compensation,
                 "--workers: marsit without its global compensation across steps (Marsit §4.1.3; default: on)");
   sub->add_option("--full-sync", a->full_sync,

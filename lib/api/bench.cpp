@@ -10,6 +10,7 @@
 
 #include <gradcodec/plugin/registry.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <unistd.h>
@@ -49,7 +50,24 @@ Sweep parse_sweep(const std::string& s) {
 
 // The rows in report order: the presets, then the pipeline texts (neither: every preset), each
 // row of a swept stage replaced by one row per value, sweep after sweep.
+// The link model's settings, checked (Usage).
+void check_link(const BenchOptions& o) {
+  const bool rate = o.link_rate != 0;
+  if (rate && !(o.link_rate > 0 && std::isfinite(o.link_rate)))
+    fail(ErrorCode::Usage, "the link rate must be a positive number of bytes per second");
+  if (rate && o.link_workers < 2)
+    fail(ErrorCode::Usage, "the link model needs the number of workers, at least 2 (--workers N)");
+  if (!rate && o.link_workers != 0)
+    fail(ErrorCode::Usage, "a number of workers for the link model needs a link rate (--link RATE)");
+  if (!(o.link_latency >= 0 && std::isfinite(o.link_latency)))
+    fail(ErrorCode::Usage, "the link latency must be a number of seconds >= 0");
+  if (o.collective != "auto" && o.collective != "allreduce" && o.collective != "allgather" && o.collective != "ring")
+    fail(ErrorCode::Usage, "collective '" + o.collective + "': expected auto, allreduce, allgather or ring");
+  if (!rate && o.collective != "auto") fail(ErrorCode::Usage, "--collective applies to the link model (--link RATE)");
+}
+
 std::vector<Row> bench_rows(const BenchOptions& o) {
+  check_link(o);
   std::vector<Row> rows;
   for (const auto& p : o.presets) rows.push_back({Pipeline::preset(p), p, ""});
   for (const auto& t : o.pipelines) rows.push_back({Pipeline::parse(t), "pipeline", ""});
@@ -135,15 +153,17 @@ std::string bench(const std::vector<std::vector<Tensor>>& frames, const BenchOpt
   // As Encoder::add_frame records a frame given no source.
   s.sources = options.sources.empty() ? std::vector<std::string>(frames.size(), "<memory>") : options.sources;
   s.temp_dir = scratch_dir(options.temp_dir);
+  api::LinkModel link{options.link_rate, options.link_workers, options.link_latency, options.collective};
   std::vector<api::BenchRow> measured;
   for (size_t i = 0; i < rows.size(); ++i) {
     if (options.progress) options.progress(i, rows.size(), row_name(rows[i]));
     measured.push_back(api::bench_pipeline(rows[i].pipeline, rows[i].label, rows[i].sweep, frames, s));
+    measured.back().collective = api::auto_collective(rows[i].pipeline);
   }
   if (options.progress) options.progress(rows.size(), rows.size(), "");
   std::vector<std::string> inputs = options.inputs;
   if (inputs.empty()) inputs = s.sources;
-  return api::rows_json(measured, {inputs, frames.size(), s.threads, s.repeat, s.min_time});
+  return api::rows_json(measured, {inputs, frames.size(), s.threads, s.repeat, s.min_time, link});
 }
 
 }  // namespace gradcodec

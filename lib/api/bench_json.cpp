@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace gradcodec::api {
@@ -96,7 +97,70 @@ ordered_json stats_json(const StageStats& stats) {
   return j;
 }
 
+// The link model's formulas, as the report and the table's legend state them (docs/bench.md).
+constexpr const char* kLinkFormulas[][2] = {
+    {"link_payload_bytes", "B = record bytes per frame (one worker's payload for one aggregation)"},
+    {"link_sent_bytes", "S = 2(N-1)/N * B (allreduce, ring) or (N-1) * B (allgather)"},
+    {"link_messages", "M = 2(N-1) (allreduce, ring) or N-1 (allgather)"},
+    {"link_comm_seconds", "t_comm = M * latency + S / rate"},
+    {"link_encode_seconds", "t_enc = median encode seconds / frames"},
+    {"link_decode_seconds", "t_dec = median decode seconds / frames * D, D = N-1 (allgather) or 1"},
+    {"link_step_seconds", "t = t_enc + t_dec + t_comm"},
+    {"link_fp32_seconds", "t_fp32 = 2(N-1) * latency + 2(N-1)/N * 4p / rate, p = parameters per frame"},
+    {"link_fp16_seconds", "t_fp16 = 2(N-1) * latency + 2(N-1)/N * 2p / rate (the casts not counted)"},
+    {"link_speedup_fp32", "t_fp32 / t"},
+    {"link_speedup_fp16", "t_fp16 / t"},
+};
+
+// The row's link-model figures (ctx.link.rate > 0): one aggregation of N workers' payloads of
+// the row's mean record bytes per frame.
+void add_link_fields(ordered_json& j, const BenchRow& r, const LinkModel& link) {
+  const double frames = std::max<size_t>(1, r.frames.size());
+  const double n = link.workers;
+  uint64_t record_bytes = 0;
+  for (const auto& f : r.frames) record_bytes += f.record_bytes;
+  const double payload = double(record_bytes) / frames;
+  const double params = double(r.parameters) / frames;
+  const std::string c = link.collective == "auto" ? r.collective : link.collective;
+  const bool gather = c == "allgather";
+  const double sent = gather ? (n - 1) * payload : 2 * (n - 1) / n * payload;
+  const double messages = gather ? n - 1 : 2 * (n - 1);
+  const double comm = messages * link.latency + sent / link.rate;
+  const double enc = r.encode_median / frames;
+  const double dec = r.decode_median / frames * (gather ? n - 1 : 1);
+  const double step = enc + dec + comm;
+  auto all_reduce = [&](double bytes) { return 2 * (n - 1) * link.latency + 2 * (n - 1) / n * bytes / link.rate; };
+  const double fp32 = all_reduce(4 * params), fp16 = all_reduce(2 * params);
+  j["link_collective"] = c;
+  j["link_payload_bytes"] = payload;
+  j["link_sent_bytes"] = sent;
+  j["link_messages"] = messages;
+  j["link_comm_seconds"] = comm;
+  j["link_encode_seconds"] = enc;
+  j["link_decode_seconds"] = dec;
+  j["link_step_seconds"] = step;
+  j["link_fp32_seconds"] = fp32;
+  j["link_fp16_seconds"] = fp16;
+  j["link_speedup_fp32"] = step > 0 ? fp32 / step : 0.0;
+  j["link_speedup_fp16"] = step > 0 ? fp16 / step : 0.0;
+}
+
 }  // namespace
+
+std::string auto_collective(const Pipeline& pipeline) {
+  bool signs = false, summing = false, other = false;
+  for (const auto& s : pipeline.stages()) {
+    if (s.name == "raw" || s.name == "fp16" || s.name == "bf16" || s.name == "ef") continue;
+    if (s.name == "powersgd" || (s.name == "randk" && s.params.flag("shared_seed")))
+      summing = true;  // the same positions, or the factors, on every worker: the values sum
+    else if (s.name == "sign" || s.name == "ssdm")
+      signs = true;
+    else
+      other = true;  // an index, a per-worker scale or code, a lossless stage: gathered
+  }
+  if (other || (signs && summing)) return "allgather";
+  return signs ? "ring" : "allreduce";
+}
 
 std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
   ordered_json out;
@@ -107,9 +171,20 @@ std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx
   out["threads"] = ctx.threads;
   out["repeat"] = ctx.repeat;
   out["min_time"] = ctx.min_time;
+  const bool link = ctx.link.rate > 0;
+  if (link) {
+    ordered_json formulas = ordered_json::object();
+    for (const auto& [field, formula] : kLinkFormulas) formulas[field] = formula;
+    out["link"] = {{"rate_bytes_per_second", ctx.link.rate},
+                   {"workers", ctx.link.workers},
+                   {"latency_seconds", ctx.link.latency},
+                   {"collective", ctx.link.collective},
+                   {"formulas", formulas}};
+  }
   ordered_json arr = ordered_json::array();
   for (const auto& r : rows) {
     ordered_json j = row_fields(r);
+    if (link) add_link_fields(j, r, ctx.link);
     ordered_json frames = ordered_json::array();
     for (size_t f = 0; f < r.frames.size(); ++f) {
       const auto& ff = r.frames[f];

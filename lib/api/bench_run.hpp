@@ -63,6 +63,7 @@ struct SeedBias {
 
 struct BenchRow {
   std::string label;       // preset name, or "pipeline"
+  std::string collective;  // how its payloads aggregate: allreduce, allgather or ring (link model)
   std::string pipeline;    // canonical text
   std::string sweep;       // "topk.ratio=0.01" or ""
   bool deterministic = true;
@@ -89,6 +90,14 @@ BenchRow bench_pipeline(const Pipeline& pipeline, const std::string& label, cons
 
 inline constexpr const char* kBenchSchema = "gradcodec-bench/2";
 
+// The link model's settings (BenchOptions); rate 0: none.
+struct LinkModel {
+  double rate = 0;       // bytes per second
+  unsigned workers = 0;  // N
+  double latency = 0;    // seconds per message
+  std::string collective = "auto";
+};
+
 // What the report says of the run as a whole.
 struct BenchContext {
   std::vector<std::string> inputs;
@@ -96,7 +105,14 @@ struct BenchContext {
   unsigned threads = 1;
   unsigned repeat = 0;
   double min_time = 0;
+  LinkModel link;
 };
+
+// How a pipeline's payloads aggregate across workers (docs/bench.md, "Link model"): "allreduce"
+// when the encoded values sum as they are (casts, PowerSGD's factors, shared-seed random-k
+// values, nothing after them but raw/fp16/bf16), "ring" for one-bit signs of every element
+// (Marsit's one-bit ring), else "allgather".
+std::string auto_collective(const Pipeline& pipeline);
 
 // The report of `gradcodec bench --json` (docs/bench.md): schema, context, and every row's figures
 // under their stable names. Text, as bench() returns it.

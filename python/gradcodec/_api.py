@@ -249,20 +249,26 @@ def _names(what, values):
 
 
 def bench(frames, *, presets=None, pipelines=None, sweeps=None, repeat=3, min_time=0.2, seeds=1, threads=1,
-          nonfinite="refuse", per_tensor=False):
+          nonfinite="refuse", per_tensor=False, link_rate=0, link_workers=0, link_latency=1e-5, collective="auto"):
     """Compares compressors on the frames (one mapping name -> array, or a list of them): the
     rows `gradcodec bench --json` reports, as a list of dicts with its field names
     (docs/bench.md) — ratio, bits_per_param and its parts, rel_l2, cosine, encode_mbps, ... One
     row per preset, then per pipeline text (neither: every preset); a sweep "STAGE.PARAM=a,b,c"
     makes one row per value. Every decoded run is checked (MismatchError if a lossless row does
     not return its input exactly). Each frame records the source "<memory>", so a row's
-    output_bytes is the size of ``encode`` of the same frames."""
+    output_bytes is the size of ``encode`` of the same frames. With ``link_rate`` (bytes per
+    second) and ``link_workers`` (N >= 2), each row also gets the link model's ``link_*`` fields
+    (docs/bench.md, "Link model"; ``link_latency`` in seconds per message)."""
+    for what, v in (("link_rate", link_rate), ("link_latency", link_latency)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v < float("inf"):
+            raise UsageError(f"{what} must be a number >= 0, not {v!r}")
     if isinstance(min_time, bool) or not isinstance(min_time, numbers.Real) or not 0 <= min_time < float("inf"):
         raise UsageError(f"min_time must be a number of seconds >= 0, not {min_time!r}")
     items = [frame_items(f) for f in frames_list(frames)]
     text = _core.bench(items, _names("presets", presets), _names("pipelines", pipelines), _names("sweeps", sweeps),
                        _uint("repeat", repeat, 32), float(min_time), _uint("seeds", seeds, 32),
-                       _uint("threads", threads, 16), str(nonfinite), bool(per_tensor))
+                       _uint("threads", threads, 16), str(nonfinite), bool(per_tensor), float(link_rate),
+                       _uint("link_workers", link_workers, 16), float(link_latency), str(collective))
     return json.loads(text)["rows"]
 
 

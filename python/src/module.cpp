@@ -329,7 +329,8 @@ PYBIND11_MODULE(_core, m) {
       "bench",
       [](const py::sequence& frames, const std::vector<std::string>& presets, const std::vector<std::string>& pipelines,
          const std::vector<std::string>& sweeps, unsigned repeat, double min_time, unsigned seeds, unsigned threads,
-         const std::string& nonfinite, bool per_tensor) {
+         const std::string& nonfinite, bool per_tensor, double link_rate, unsigned link_workers, double link_latency,
+         const std::string& collective) {
         BenchOptions o;
         o.presets = presets;
         o.pipelines = pipelines;
@@ -340,6 +341,10 @@ PYBIND11_MODULE(_core, m) {
         o.threads = threads;
         o.nonfinite = nonfinite_of(nonfinite);
         o.per_tensor = per_tensor;
+        o.link_rate = link_rate;
+        o.link_workers = link_workers;
+        o.link_latency = link_latency;
+        o.collective = collective;
         bench_plan(o);  // bad options refused before the arrays are taken
         std::vector<HeldFrame> held;
         std::vector<std::vector<TensorView>> views;
@@ -351,7 +356,8 @@ PYBIND11_MODULE(_core, m) {
         return bench(views, o);
       },
       py::arg("frames"), py::arg("presets"), py::arg("pipelines"), py::arg("sweeps"), py::arg("repeat"),
-      py::arg("min_time"), py::arg("seeds"), py::arg("threads"), py::arg("nonfinite"), py::arg("per_tensor"));
+      py::arg("min_time"), py::arg("seeds"), py::arg("threads"), py::arg("nonfinite"), py::arg("per_tensor"),
+      py::arg("link_rate"), py::arg("link_workers"), py::arg("link_latency"), py::arg("collective"));
 
   m.def(
       "merge",

@@ -160,6 +160,20 @@ def test_bench_sweeps_per_tensor_and_errors(steps):
         gradcodec.bench(frames[0], presets=[3])
     with pytest.raises(gradcodec.InputError):
         gradcodec.bench({"x": np.array([1.0, np.nan], np.float32)}, presets=["topk-1pct"], repeat=1, min_time=0)
+    with pytest.raises(gradcodec.UsageError, match="workers"):
+        gradcodec.bench(frames[0], presets=["fp16"], link_rate=1e9)
+
+
+def test_bench_link_model(steps):
+    _, frames = steps
+    rows = gradcodec.bench(frames, presets=["fp16", "topk-1pct"], repeat=1, min_time=0, link_rate=1.25e9,
+                           link_workers=4, link_latency=0)
+    assert [r["link_collective"] for r in rows] == ["allreduce", "allgather"]
+    for r in rows:
+        payload = sum(f["record_bytes"] for f in r["per_frame"]) / len(r["per_frame"])
+        sent = 3 * payload if r["link_collective"] == "allgather" else 1.5 * payload
+        assert r["link_sent_bytes"] == pytest.approx(sent, rel=1e-12)
+        assert r["link_fp32_seconds"] == pytest.approx(1.5 * 4 * r["parameters"] / 2 / 1.25e9, rel=1e-12)
 
 
 def test_encoder_appends_frames_and_reports_sizes(steps):

@@ -319,6 +319,17 @@ struct BenchOptions {
   // Called before each row (done rows, all rows, the row's name) and once at the end with
   // done == total. Must not throw.
   std::function<void(size_t done, size_t total, const std::string& row)> progress;
+  // The link model (docs/bench.md, "Link model"): with link_rate > 0, every row also predicts one
+  // aggregation of `link_workers` workers' gradients over a link of link_rate bytes per second
+  // with link_latency seconds per message: the bytes each worker sends, the communication time,
+  // and the step time and speed-up against plain fp32 and fp16 all-reduce.
+  double link_rate = 0;        // bytes per second; 0: no link model
+  unsigned link_workers = 0;   // N >= 2 with a link rate
+  double link_latency = 1e-5;  // seconds per message (alpha); default 10 microseconds
+  // How the encoded payloads are aggregated: "auto" (each row's own: docs/bench.md), "allreduce"
+  // (ring all-reduce of payloads that sum in their encoded form), "allgather" (every worker's
+  // payload to every other), or "ring" (Marsit's one-bit ring for signs).
+  std::string collective = "auto";
 };
 
 // Measures every row on `frames` (each a frame's tensors, read in place) and returns the report
