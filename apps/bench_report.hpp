@@ -12,7 +12,8 @@
 namespace gradcodec::cli {
 
 // The table goes to `out`: stdout, or stderr when a report is written to stdout (`--json -`).
-void print_table(std::FILE* out, const nlohmann::ordered_json& report, bool markdown);
+// `baseline16`: the ratio column is against a 16-bit copy of the gradients (ratio_16bit).
+void print_table(std::FILE* out, const nlohmann::ordered_json& report, bool markdown, bool baseline16);
 // One line per row: the row's figures (not per_frame, stage_stats or per_tensor), a header first.
 std::string rows_csv(const nlohmann::ordered_json& report);
 

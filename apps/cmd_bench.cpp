@@ -43,6 +43,7 @@ struct BenchArgs {
   NonFinite nonfinite = NonFinite::Refuse;
   InputOptions in;
   std::string link, latency = "10us", collective = "auto";  // the link model (docs/bench.md)
+  std::string baseline = "fp32";  // what the table's ratio is against: the input (fp32) or a 16-bit copy
 };
 
 // A unit: the number is multiplied by `mul` and divided by `div` ("10us" is 10 / 10^6, rounded
@@ -208,8 +209,9 @@ int run_bench(BenchArgs a) {
   bar.finish();
   // With a report on stdout, the table goes to stderr (a summary there, so --quiet drops it): a
   // pipe into a JSON or CSV reader gets the report alone.
-  if (!reports.to_stdout) print_table(stdout, report, a.markdown);
-  else if (!quiet()) print_table(stderr, report, a.markdown);
+  const bool baseline16 = a.baseline != "fp32";
+  if (!reports.to_stdout) print_table(stdout, report, a.markdown, baseline16);
+  else if (!quiet()) print_table(stderr, report, a.markdown, baseline16);
   if (reports.json) {
     reports.json->write(json.data(), json.size());
   }
@@ -247,6 +249,10 @@ void setup_bench(CLI::App& app, Runner& run) {
   sub->add_option("--latency", a->latency, "--link: seconds per message, with a unit (s, ms, us, ns; default 10us)");
   sub->add_option("--collective", a->collective,
                   "--link: auto (each pipeline's own), allreduce, allgather or ring (Marsit's one-bit ring)");
+  sub->add_option("--baseline", a->baseline,
+                  "the table's ratio against the input as stored (fp32, default) or a 16-bit copy (fp16, bf16); "
+                  "the JSON has both (ratio, ratio_16bit)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   sub->add_flag("--no-compensation", a->no_compensation,
                 "--workers: marsit without its global compensation across steps (Marsit §4.1.3; default: on)");
   sub->add_option("--full-sync", a->full_sync,

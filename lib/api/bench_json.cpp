@@ -44,6 +44,9 @@ ordered_json row_fields(const BenchRow& r) {
   j["input_bytes"] = r.input_bytes;
   j["output_bytes"] = r.output_bytes;
   j["ratio"] = r.output_bytes ? double(r.input_bytes) / double(r.output_bytes) : 0.0;
+  // Against a 16-bit (fp16 / bf16) copy of the same parameters: many papers compare with fp32
+  // only, while 16-bit gradients are common (--baseline fp16).
+  j["ratio_16bit"] = r.output_bytes ? 2.0 * double(r.parameters) / double(r.output_bytes) : 0.0;
   j["bits_per_param"] = per_param(8.0 * double(r.output_bytes), r.parameters);
   j["bits_index"] = per_param(8.0 * double(r.index_bytes), r.parameters);
   j["bits_value"] = per_param(8.0 * double(r.value_bytes), r.parameters);

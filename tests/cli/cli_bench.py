@@ -21,7 +21,7 @@ np.savez(path("g.npz"), w=rng.standard_normal((200, 50)).astype(np.float32),
 np.savez(path("g2.npz"), w=rng.standard_normal((200, 50)).astype(np.float32),
          b=rng.standard_normal(50).astype(np.float32))
 FIELDS = ["label", "pipeline", "sweep", "deterministic", "lossless", "parameters", "kept", "kept_fraction",
-          "input_bytes", "output_bytes", "ratio", "bits_per_param", "bits_index", "bits_value", "bits_scale_side",
+          "input_bytes", "output_bytes", "ratio", "ratio_16bit", "bits_per_param", "bits_index", "bits_value", "bits_scale_side",
           "bits_overhead", "index_cr", "value_cr", "overall_cr", "rel_l2", "cosine", "max_abs_error",
           "sign_agreement", "nonfinite_values", "encode_mbps", "decode_mbps", "throughput_mbps",
           "encode_seconds_median", "decode_seconds_median", "runs", "decode_runs", "encode_spread",
@@ -52,6 +52,7 @@ def test_json_fields_and_sizes_match_the_container():
         assert r["output_bytes"] == size, (r["output_bytes"], size)
         assert r["input_bytes"] == 2 * (200 * 50 + 50) * 4
         assert abs(r["ratio"] - r["input_bytes"] / size) < 1e-12
+        assert abs(r["ratio_16bit"] - 2 * r["parameters"] / size) < 1e-12
         assert abs(r["bits_per_param"] - 8 * size / r["parameters"]) < 1e-12
         parts = r["bits_index"] + r["bits_value"] + r["bits_scale_side"] + r["bits_overhead"]
         assert abs(parts - r["bits_per_param"]) < 1e-9

@@ -89,6 +89,20 @@ def test_csv_carries_the_link_fields():
     assert "link_speedup_fp16" in header and "link_collective" in header
 
 
+def test_a_16_bit_baseline():
+    # --baseline fp16: the table's ratio is 2 * parameters / output bytes, the JSON has both.
+    out, _ = run("bench", INPUTS[0], "--preset", "topk-1pct", "--repeat", "1", "--min-time", "0", "--baseline",
+                 "fp16", "--json", path("b16.json"), "-f")
+    row = json.load(open(path("b16.json")))["rows"][0]
+    assert abs(row["ratio_16bit"] - 2 * row["parameters"] / row["output_bytes"]) < 1e-12
+    assert abs(row["ratio_16bit"] - row["ratio"] / 2) < 1e-12  # the input is float32
+    text = out.decode()
+    assert "ratio/16b" in text and "against a 16-bit (fp16/bf16) copy" in text
+    line = next(l for l in text.splitlines() if l.startswith("topk-1pct "))
+    assert line.split()[1] == f"{row['ratio_16bit']:.2f}", line
+    fails("bench", INPUTS[0], "--preset", "fp16", "--baseline", "fp8", code=1, contains="baseline")
+
+
 def test_refusals():
     base = ("bench", INPUTS[0], "--preset", "fp16")
     fails(*base, "--link", "10Gbit/s", code=1, contains="--workers N")
