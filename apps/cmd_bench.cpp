@@ -9,6 +9,7 @@
 #include "bench_workers.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "plot.hpp"
 #include "progress.hpp"
 
 #include <nlohmann/json.hpp>
@@ -43,7 +44,8 @@ struct BenchArgs {
   NonFinite nonfinite = NonFinite::Refuse;
   InputOptions in;
   std::string link, latency = "10us", collective = "auto";  // the link model (docs/bench.md)
-  std::string baseline = "fp32";  // what the table's ratio is against: the input (fp32) or a 16-bit copy
+  std::string baseline = "fp32";
+  std::string plot;  // --plot FILE: the rate-distortion chart (plot.hpp)  // what the table's ratio is against: the input (fp32) or a 16-bit copy
 };
 
 // A unit: the number is multiplied by `mul` and divided by `div` ("10us" is 10 / 10^6, rounded
@@ -189,6 +191,7 @@ int run_bench(BenchArgs a) {
   const size_t rows = bench_plan(o).size();  // the rows checked before anything is opened
 
   Reports reports = open_reports(a);
+  if (!a.plot.empty()) check_chart_path(a.plot, a.force);
 
   // Load every frame once (bench measures the codec, not the file reader).
   std::vector<std::vector<Tensor>> frames;
@@ -219,9 +222,11 @@ int run_bench(BenchArgs a) {
     const std::string text = rows_csv(report);
     reports.csv->write(text.data(), text.size());
   }
-  // Both complete before either is renamed into place: a failed write leaves neither.
+  // Both complete (and the chart drawn) before either is renamed into place: a failed write
+  // leaves neither.
   for (auto* out : {reports.json.get(), reports.csv.get()})
     if (out) out->seal();
+  if (!a.plot.empty()) draw_chart(json, a.plot);
   for (auto* out : {reports.json.get(), reports.csv.get()})
     if (out) out->publish();
   return 0;
@@ -249,6 +254,9 @@ void setup_bench(CLI::App& app, Runner& run) {
   sub->add_option("--latency", a->latency, "--link: seconds per message, with a unit (s, ms, us, ns; default 10us)");
   sub->add_option("--collective", a->collective,
                   "--link: auto (each pipeline's own), allreduce, allgather or ring (Marsit's one-bit ring)");
+  sub->add_option("--plot", a->plot,
+                  "draw the rate-distortion chart (bits/param against rel L2 and cosine) to FILE.svg, .png or "
+                  ".pdf, with matplotlib (python3 -m gradcodec.plot; Debian: python3-matplotlib)");
   sub->add_option("--baseline", a->baseline,
                   "the table's ratio against the input as stored (fp32, default) or a 16-bit copy (fp16, bf16); "
                   "the JSON has both (ratio, ratio_16bit)")
