@@ -236,9 +236,13 @@ const std::vector<StageEntry>& build_table() {
         {"policy", ParamType::Choice, "conflict", false, 0, 0, false, {"leftmost", "random", "conflict"},
          "how the decoder picks r of the positions the filter answers"},
         {"fp_aware", ParamType::Bool, "false", false, 0, 0, false, {},
-         "send the values at the positions the decoder will pick (each picked position gets its own value)"}},
+         "send the values at the positions the decoder will pick (each picked position gets its own value)"},
+        {"second", ParamType::Bool, "false", false, 0, 0, false, {},
+         "also send a second filter of the false positives P - S (same fpr); the decoder picks the positions it "
+         "clears outright"}},
        make_bloom, "Bloom filter of the kept positions (lossy): the decoder queries every position, a policy picks r",
-       "DeepReduce: Kostopoulou 2020 (MSc thesis) §3 (3.2 sizing, 3.4 policies, 3.7 false-positive-aware)",
+       "DeepReduce: Kostopoulou 2020 (MSc thesis) §3 (3.2 sizing, 3.4 policies, 3.6 second filter, 3.7 "
+       "false-positive-aware)",
        "topk(ratio=0.1) | bloom(fpr=0.05, fp_aware=true)"},
       // ---- lossless ----
       {"shuffle", StageKind::Lossless, 1, {},

@@ -9,7 +9,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <numeric>
+#include <optional>
 
 namespace gradcodec::stages {
 
@@ -130,9 +132,10 @@ namespace {
 // The conflict-set policy over elements 0..|P|−1 whose distinct set ids (< nsets) sets_of(e, buf)
 // writes into buf. Memory: the members of every set (Σ set sizes ≤ k·|P| words) and a few words
 // per set; the sets of a picked element are asked for again rather than stored.
+// `explained0` (nsets flags, or null) marks sets known to hold a picked true positive already.
 template <class SetsOf>
 std::vector<uint64_t> conflict_core(std::span<const uint64_t> P, uint64_t nsets, uint64_t r, uint32_t seed,
-                                    SetsOf&& sets_of) {
+                                    SetsOf&& sets_of, const std::vector<uint8_t>* explained0 = nullptr) {
   const uint64_t p = P.size();
   r = std::min(r, p);
   std::vector<uint64_t> start(nsets + 1, 0), buf;
@@ -166,7 +169,8 @@ std::vector<uint64_t> conflict_core(std::span<const uint64_t> P, uint64_t nsets,
     return a.size != b.size ? a.size < b.size : a.tie != b.tie ? a.tie < b.tie : a.set < b.set;
   });
   Rng rng(Rng::mix(seed));
-  std::vector<uint8_t> picked(p, 0), explained(nsets, 0);
+  std::vector<uint8_t> picked(p, 0), explained = explained0 ? *explained0 : std::vector<uint8_t>(nsets, 0);
+  if (explained.size() != nsets) fail(ErrorCode::Internal, "bloom: explained flags do not match the sets");
   std::vector<uint64_t> out;
   out.reserve(r);
   for (const Key& k : order) {
@@ -216,6 +220,35 @@ std::vector<uint64_t> pick(Policy policy, const Filter& f, std::span<const uint6
   fail(ErrorCode::Internal, "bloom: unknown policy");
 }
 
+void split_by_second(const Filter& f2, std::span<const uint64_t> P, std::vector<uint64_t>& certain,
+                     std::vector<uint64_t>& P2) {
+  certain.clear();
+  P2.clear();
+  for (uint64_t x : P) (f2.contains(x) ? P2 : certain).push_back(x);
+}
+
+std::vector<uint64_t> pick_pruned(Policy policy, const Filter& f, std::span<const uint64_t> certain,
+                                  std::span<const uint64_t> P2, uint64_t r, uint32_t seed) {
+  const uint64_t rest = r > certain.size() ? r - certain.size() : 0;
+  std::vector<uint64_t> more;
+  if (policy == Policy::Conflict) {
+    std::vector<uint8_t> explained(f.m(), 0);
+    std::vector<uint64_t> buf;
+    for (uint64_t x : certain) {
+      buf.clear();
+      f.locations(x, buf);
+      for (uint64_t j : buf) explained[j] = 1;
+    }
+    more = conflict_core(P2, f.m(), rest, seed,
+                         [&](uint64_t e, std::vector<uint64_t>& b) { f.locations(P2[e], b); }, &explained);
+  } else {
+    more = pick(policy, f, P2, rest, seed);
+  }
+  std::vector<uint64_t> out(certain.size() + more.size());
+  std::merge(certain.begin(), certain.end(), more.begin(), more.end(), out.begin());
+  return out;
+}
+
 uint64_t false_picks(std::span<const uint64_t> kept, std::span<const uint64_t> picked) noexcept {
   uint64_t fp = 0;
   size_t i = 0;
@@ -253,8 +286,16 @@ uint64_t stream_bits(uint64_t r, uint64_t m, uint64_t fp) noexcept {
   return 8 * (idx::leb128_size(r) + idx::leb128_size(m) + 1 + 4 + idx::leb128_size(fp) + (m + 7) / 8);
 }
 
+uint64_t second_bits(uint64_t n2, uint64_t m2) noexcept {
+  return 8 * (idx::leb128_size(n2) + idx::leb128_size(m2) + (m2 + 7) / 8);
+}
+
 uint32_t policy_seed(uint32_t seed) noexcept {
   return static_cast<uint32_t>(Rng::mix(uint64_t{seed} ^ 0x9e3779b97f4a7c15ULL));
+}
+
+uint32_t second_seed(uint32_t seed) noexcept {
+  return static_cast<uint32_t>(Rng::mix(uint64_t{seed} ^ 0x6a09e667f3bcc908ULL));
 }
 
 Coded encode_positions(std::span<const uint64_t> kept, uint64_t universe, const Config& cfg, uint32_t seed) {
@@ -265,11 +306,26 @@ Coded encode_positions(std::span<const uint64_t> kept, uint64_t universe, const 
   for (uint64_t x : kept) f.insert(x);
   Coded c;
   const std::vector<uint64_t> P = positives(f, universe);
-  c.picked = pick(cfg.policy, f, P, r, policy_seed(seed));
+  std::vector<uint64_t> fps;  // second: P − S, ascending
+  std::optional<Filter> f2;
+  if (cfg.second) {
+    if (P.size() < r) fail(ErrorCode::Internal, "bloom: the filter lost a kept position");
+    fps.reserve(P.size() - r);
+    std::set_difference(P.begin(), P.end(), kept.begin(), kept.end(), std::back_inserter(fps));
+    c.n2 = fps.size();
+    c.m2 = filter_bits(c.n2, cfg.fpr);
+    f2.emplace(c.m2, k, second_seed(seed));
+    for (uint64_t x : fps) f2->insert(x);
+    std::vector<uint64_t> certain, P2;
+    split_by_second(*f2, P, certain, P2);
+    c.picked = pick_pruned(cfg.policy, f, certain, P2, r, policy_seed(seed));
+  } else {
+    c.picked = pick(cfg.policy, f, P, r, policy_seed(seed));
+  }
   if (c.picked.size() != r) fail(ErrorCode::Internal, "bloom: the filter lost a kept position");
   c.false_picks = false_picks(kept, c.picked);
   std::vector<uint8_t>& s = c.stream;
-  s.reserve(stream_bits(r, m, c.false_picks) / 8);
+  s.reserve((stream_bits(r, m, c.false_picks) + (cfg.second ? second_bits(c.n2, c.m2) : 0)) / 8);
   idx::put_leb128(s, r);
   idx::put_leb128(s, m);
   ByteWriter w(s);
@@ -277,10 +333,29 @@ Coded encode_positions(std::span<const uint64_t> kept, uint64_t universe, const 
   w.u32(seed);
   idx::put_leb128(s, c.false_picks);
   s.insert(s.end(), f.bytes().begin(), f.bytes().end());
+  if (cfg.second) {
+    idx::put_leb128(s, c.n2);
+    idx::put_leb128(s, c.m2);
+    s.insert(s.end(), f2->bytes().begin(), f2->bytes().end());
+  }
   return c;
 }
 
-Header read_header(std::span<const uint8_t> s, uint64_t universe) {
+namespace {
+// Refuses a filter of m bits whose padding bits are set or with more than n·k bits set (n
+// insertions of k probes set at most n·k; this also bounds what decoding can be made to do).
+void check_filter(std::span<const uint8_t> filter, uint64_t m, uint64_t n, unsigned k, const char* which) {
+  if (m % 8 && (filter.back() & (0xffu >> (m % 8))))
+    idx::corrupt(kName, std::string("nonzero padding bits after the ") + which);
+  uint64_t ones = 0;
+  for (uint8_t b : filter) ones += static_cast<uint64_t>(std::popcount(b));
+  if ((ones + k - 1) / k > n)  // ones > n·k, without overflow
+    idx::corrupt(kName, std::to_string(ones) + " " + which + " bits set, more than " + (which[0] == 'f' ? "r" : "n2") +
+                            "·k = " + std::to_string(n * k));
+}
+}  // namespace
+
+Header read_header(std::span<const uint8_t> s, uint64_t universe, bool second) {
   Header h;
   size_t pos = 0;
   h.r = idx::get_leb128(s, pos, kName);
@@ -298,17 +373,31 @@ Header read_header(std::span<const uint8_t> s, uint64_t universe) {
     idx::corrupt(kName, "filter of " + std::to_string(h.m) + " bits for " + std::to_string(h.r) + " positions");
   if (h.false_picks > h.r)
     idx::corrupt(kName, std::to_string(h.false_picks) + " false picks of " + std::to_string(h.r) + " picks");
-  const uint64_t left = s.size() - pos;
-  if (h.m / 8 + (h.m % 8 != 0) != left)
-    idx::corrupt(kName, "stream holds " + std::to_string(left) + " bytes of filter, expected " +
-                            std::to_string(h.m / 8 + (h.m % 8 != 0)) + " for m = " + std::to_string(h.m));
-  if (h.m % 8 && (s.back() & (0xffu >> (h.m % 8)))) idx::corrupt(kName, "nonzero padding bits after the filter");
-  h.filter = s.subspan(pos);
-  // r insertions of k probes set at most r·k bits (this also bounds what decoding can be made to do).
-  uint64_t ones = 0;
-  for (uint8_t b : h.filter) ones += static_cast<uint64_t>(std::popcount(b));
-  if ((ones + h.k - 1) / h.k > h.r)  // ones > r·k, without overflow
-    idx::corrupt(kName, std::to_string(ones) + " filter bits set, more than r·k = " + std::to_string(h.r * h.k));
+  const uint64_t left = s.size() - pos, bytes = h.m / 8 + (h.m % 8 != 0);
+  if (second ? left < bytes : bytes != left)
+    idx::corrupt(kName, "stream holds " + std::to_string(left) + " bytes of filter" +
+                            (second ? " and second filter" : "") + ", expected " + (second ? "at least " : "") + std::to_string(bytes) +
+                            " for m = " + std::to_string(h.m));
+  h.filter = s.subspan(pos, bytes);
+  check_filter(h.filter, h.m, h.r, h.k, "filter");
+  if (!second) return h;
+  pos += bytes;
+  h.n2 = idx::get_leb128(s, pos, kName);
+  h.m2 = idx::get_leb128(s, pos, kName);
+  if (h.n2 > universe - h.r)
+    idx::corrupt(kName, "second filter of " + std::to_string(h.n2) + " false positives, more than the " +
+                            std::to_string(universe - h.r) + " positions outside the kept set");
+  if (h.r == 0 && h.n2 != 0)  // an empty first filter answers nothing
+    idx::corrupt(kName, "second filter of " + std::to_string(h.n2) + " false positives after an empty filter");
+  if ((h.n2 == 0) != (h.m2 == 0))
+    idx::corrupt(kName, "second filter of " + std::to_string(h.m2) + " bits for " + std::to_string(h.n2) +
+                            " false positives");
+  const uint64_t left2 = s.size() - pos, bytes2 = h.m2 / 8 + (h.m2 % 8 != 0);
+  if (bytes2 != left2)
+    idx::corrupt(kName, "stream holds " + std::to_string(left2) + " bytes of second filter, expected " +
+                            std::to_string(bytes2) + " for m2 = " + std::to_string(h.m2));
+  h.filter2 = s.subspan(pos);
+  check_filter(h.filter2, h.m2, h.n2, h.k, "second filter");
   return h;
 }
 
@@ -324,10 +413,15 @@ void check_sizing(const Header& h, double fpr) {
   if (h.r > 0 && (static_cast<double>(h.m) < m * (1 - 1e-9) - 1 || static_cast<double>(h.m) > m * (1 + 1e-9) + 2))
     idx::corrupt(kName, "a filter of " + std::to_string(h.m) + " bits does not match " + std::to_string(h.r) +
                             " positions at fpr " + std::to_string(fpr));
+  const double m2 = static_cast<double>(h.n2) * x / kLn2;  // the second filter: same ε
+  if (h.n2 > 0 &&
+      (static_cast<double>(h.m2) < m2 * (1 - 1e-9) - 1 || static_cast<double>(h.m2) > m2 * (1 + 1e-9) + 2))
+    idx::corrupt(kName, "a second filter of " + std::to_string(h.m2) + " bits does not match " +
+                            std::to_string(h.n2) + " false positives at fpr " + std::to_string(fpr));
 }
 
 std::vector<uint64_t> decode_positions(std::span<const uint8_t> s, uint64_t universe, const Config& cfg) {
-  const Header h = read_header(s, universe);
+  const Header h = read_header(s, universe, cfg.second);
   check_sizing(h, cfg.fpr);
   const Policy policy = cfg.policy;
   if (h.r == 0) return {};
@@ -336,7 +430,21 @@ std::vector<uint64_t> decode_positions(std::span<const uint8_t> s, uint64_t univ
   if (P.size() < h.r)
     idx::corrupt(kName, "the filter answers " + std::to_string(P.size()) + " positions, fewer than its count " +
                             std::to_string(h.r));
-  return pick(policy, f, P, h.r, policy_seed(h.seed));
+  if (!cfg.second) return pick(policy, f, P, h.r, policy_seed(h.seed));
+  if (h.n2 != P.size() - h.r)
+    idx::corrupt(kName, "second filter of " + std::to_string(h.n2) + " false positives, but the filter answers " +
+                            std::to_string(P.size() - h.r) + " positions beyond its count");
+  std::vector<uint64_t> certain, P2;
+  if (h.n2 == 0) {
+    certain = P;  // no false positive: P = S
+  } else {
+    const Filter f2(h.m2, h.k, second_seed(h.seed), h.filter2);
+    split_by_second(f2, P, certain, P2);
+  }
+  if (certain.size() > h.r)
+    idx::corrupt(kName, "the second filter clears " + std::to_string(certain.size()) +
+                            " positions as true positives, more than the count " + std::to_string(h.r));
+  return pick_pruned(policy, f, certain, P2, h.r, policy_seed(h.seed));
 }
 
 }  // namespace bloom
@@ -396,11 +504,15 @@ class Bloom final : public IndexCoder {
   void stream_stats(const Streams& in, StageStats& out) const override {
     const Stream* s = in.find(kIndexStream);
     if (!s) return;
-    const bloom::Header h = bloom::read_header(s->view(), UINT64_MAX);
+    const bloom::Header h = bloom::read_header(s->view(), UINT64_MAX, cfg_.second);
     out.push_back({"bloom.policy_errors_rate", static_cast<double>(h.false_picks), static_cast<double>(h.r), false,
                    "false positives the decoder's policy picks / positions picked (Kostopoulou 2020 §3.5)"});
     out.push_back({"bloom.filter_bits_per_kept", static_cast<double>(h.m), static_cast<double>(h.r), false,
                    "filter bits m / kept positions r (-ln(fpr)/(ln 2)^2 = 9.59 at fpr = 0.01)"});
+    if (cfg_.second)
+      out.push_back({"bloom.second_filter_bits_per_kept", static_cast<double>(h.m2), static_cast<double>(h.r), false,
+                     "second filter bits m2 / kept positions r: m2 = ceil(-|P - S| ln(fpr)/(ln 2)^2) (Kostopoulou 2020 "
+                     "§3.6)"});
   }
 
  private:
@@ -419,6 +531,7 @@ std::unique_ptr<Stage> make_bloom(const Params& p, uint32_t) {
   bloom::Config cfg;
   cfg.fpr = p.num("fpr");
   cfg.policy = bloom::policy_from_name(p.text("policy"));
+  cfg.second = p.flag("second");
   return std::make_unique<Bloom>(cfg, p.flag("fp_aware"));
 }
 

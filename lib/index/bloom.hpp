@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// bloom(fpr, policy, fp_aware) — DeepReduce's Bloom-filter index coder (Kostopoulou's thesis,
+// bloom(fpr, policy, fp_aware, second) — DeepReduce's Bloom-filter index coder (Kostopoulou's thesis,
 // Kostopoulou 2020 §3; docs/stages.md "bloom").
 //
 // Encoder: the r kept positions S go into a Bloom filter of
@@ -15,6 +15,12 @@
 // fp_aware (§3.7): the encoder runs the decoder's pick itself and sends the values at the picked
 // positions instead (IndexCoder::select, before the value codec), so every picked position
 // carries its own value; false positives then replace some top-k choices.
+// second (§3.6): the encoder also codes the false positives P − S in a second filter (same ε, so
+// the same k; seed second_seed(seed)). The decoder splits P: a position the second filter answers
+// "no" to is certainly not in P − S, so it is a true positive and picked outright; the rest, P₂
+// (all of P − S and the true positives that are false positives of the second filter), go to the
+// policy, which picks the r − |certain| others from P₂. The conflict policy counts every set a
+// certain pick probes as explained.
 //
 // Conflict sets (§3.4.3): C_j = the elements of P with a probe at bit j; every set holds at least
 // one true positive. Sets are visited by increasing size (ties in a seeded random order); a set
@@ -36,6 +42,12 @@
 //                           errors rate's numerator; ≤ r)
 //   ⌈m/8⌉ bytes             the filter: bit j is bit 7 − (j mod 8) of byte ⌊j/8⌋; padding 0
 // Size: 8·(|r| + |m| + 1 + 4 + |false picks| + ⌈m/8⌉) bits, |v| the LEB128 length of v.
+// With second=true the same stream goes on (the first part unchanged):
+//   LEB128 n₂               |P − S|: the first filter's false positives over [0, d)
+//   LEB128 m₂               second filter bits, ⌈−n₂ ln ε / (ln 2)²⌉ (0 iff n₂ = 0)
+//   ⌈m₂/8⌉ bytes            the second filter, k probes, seed second_seed(seed); bit order and
+//                           padding as the first
+// Size: 8·(|n₂| + |m₂| + ⌈m₂/8⌉) more bits.
 #pragma once
 #include <gradcodec/plugin/registry.hpp>
 
@@ -101,9 +113,20 @@ uint64_t false_picks(std::span<const uint64_t> kept, std::span<const uint64_t> p
 std::vector<float> values_at_picks(std::span<const uint64_t> kept, std::span<const float> values,
                                    std::span<const uint64_t> picked, std::span<const float> dense, uint32_t block);
 
+// second: the positions `certain` (ascending, all in S) are picked outright and the policy picks
+// the r − |certain| others from P2 (ascending, disjoint from certain); returned ascending. The
+// conflict policy's sets are those of f over P2, a set holding a probe of a certain position
+// counting as explained (it has its true positive).
+std::vector<uint64_t> pick_pruned(Policy policy, const Filter& f, std::span<const uint64_t> certain,
+                                  std::span<const uint64_t> P2, uint64_t r, uint32_t seed);
+// Splits P by the second filter f2: certain = the positions f2 answers "no" to, P2 = the rest.
+void split_by_second(const Filter& f2, std::span<const uint64_t> P, std::vector<uint64_t>& certain,
+                     std::vector<uint64_t>& P2);
+
 struct Config {
   double fpr = 0.01;
   Policy policy = Policy::Conflict;
+  bool second = false;  // §3.6: a second filter over P − S
 };
 
 // The encoder's result: the stream, the positions its decoder will pick, the false picks.
@@ -111,9 +134,12 @@ struct Coded {
   std::vector<uint8_t> stream;
   std::vector<uint64_t> picked;
   uint64_t false_picks = 0;
+  uint64_t n2 = 0, m2 = 0;  // second=true: |P − S| and the second filter's bits
 };
 // The policies' seed derived from the stream's seed: (u32) SplitMix64(seed ⊕ 0x9e3779b97f4a7c15).
 uint32_t policy_seed(uint32_t seed) noexcept;
+// The second filter's XXH3 seed: (u32) SplitMix64(seed ⊕ 0x6a09e667f3bcc908).
+uint32_t second_seed(uint32_t seed) noexcept;
 
 // Codes the ascending positions `kept` of [0, universe) with the given seed.
 Coded encode_positions(std::span<const uint64_t> kept, uint64_t universe, const Config& cfg, uint32_t seed);
@@ -123,10 +149,14 @@ struct Header {
   unsigned k = 0;
   uint32_t seed = 0;
   std::span<const uint8_t> filter;  // ⌈m/8⌉ bytes
+  uint64_t n2 = 0, m2 = 0;           // second=true only
+  std::span<const uint8_t> filter2;  // ⌈m₂/8⌉ bytes
 };
-// Parses and checks a stream (Corrupt on any inconsistency; r ≤ universe).
-Header read_header(std::span<const uint8_t> stream, uint64_t universe);
-// Refuses (Corrupt) k and m that do not follow from fpr and r (up to the last bit of a logarithm).
+// Parses and checks a stream (Corrupt on any inconsistency; r ≤ universe); `second` says whether
+// the second filter's part follows the first filter (the stage's parameter).
+Header read_header(std::span<const uint8_t> stream, uint64_t universe, bool second = false);
+// Refuses (Corrupt) k and m that do not follow from fpr and r (up to the last bit of a logarithm),
+// and m₂ that does not follow from fpr and n₂.
 void check_sizing(const Header& h, double fpr);
 // The positions the decoder picks from a stream (checked with read_header and check_sizing),
 // ascending.
@@ -134,6 +164,8 @@ std::vector<uint64_t> decode_positions(std::span<const uint8_t> stream, uint64_t
 
 // Exact stream size in bits (whole bytes): header and filter.
 uint64_t stream_bits(uint64_t r, uint64_t m, uint64_t false_picks) noexcept;
+// The second filter's part (second=true), to add to stream_bits: 8·(|n₂| + |m₂| + ⌈m₂/8⌉).
+uint64_t second_bits(uint64_t n2, uint64_t m2) noexcept;
 
 }  // namespace bloom
 }  // namespace gradcodec::stages

@@ -9,6 +9,7 @@
 #include "support.hpp"
 
 #include "index/bloom.hpp"
+#include "index/gaps.hpp"
 
 #include <gradcodec/container.hpp>
 #include <gradcodec/formats/snapshot_io.hpp>
@@ -28,6 +29,7 @@
 using namespace gradcodec;
 using namespace gradcodec::test;
 namespace bl = gradcodec::stages::bloom;
+namespace idx = gradcodec::stages::idx;
 
 namespace {
 
@@ -525,4 +527,245 @@ TEST_CASE("bloom's policy errors rate is reported by inspect and bench (deepredu
   CHECK(row["value"].get<double>() < 0.5);
   CHECK(!row["formula"].get<std::string>().empty());
   for (const auto& p : {gcz, ins, ben}) std::filesystem::remove(p);
+}
+
+// ------------------------------------------------------------------ second=true (thesis §3.6)
+
+namespace {
+// P (the first filter's positives) and the second filter rebuilt from a second=true stream.
+struct Second {
+  bl::Header h;
+  std::vector<uint64_t> P, certain, P2;
+};
+Second second_of(const std::vector<uint8_t>& s, uint64_t d) {
+  Second o;
+  o.h = bl::read_header(s, d, true);
+  const bl::Filter f(o.h.m, o.h.k, o.h.seed, o.h.filter);
+  o.P = bl::positives(f, d);
+  if (o.h.m2 > 0) {
+    const bl::Filter f2(o.h.m2, o.h.k, bl::second_seed(o.h.seed), o.h.filter2);
+    bl::split_by_second(f2, o.P, o.certain, o.P2);
+  } else {
+    o.certain = o.P;
+  }
+  return o;
+}
+}  // namespace
+
+TEST_CASE("bloom(second=true): the second filter codes P - S, sized to the byte, and the first part is unchanged",
+          "[bloom]") {
+  const uint64_t d = 50000;
+  const auto v = gaussian(d, 3);
+  const auto S = top_positions(v, 0.01);
+  for (double eps : {0.01, 0.05}) {
+    for (auto pol : {bl::Policy::Leftmost, bl::Policy::Random, bl::Policy::Conflict}) {
+      INFO("eps " << eps << " policy " << int(pol));
+      const bl::Coded one = bl::encode_positions(S, d, {eps, pol, false}, 17);
+      const bl::Coded two = bl::encode_positions(S, d, {eps, pol, true}, 17);
+      const Second o = second_of(two.stream, d);
+      // n2 = |P − S| exactly, m2 from the same formula as m, and the exact size.
+      REQUIRE(o.P.size() > S.size());
+      CHECK(o.h.n2 == o.P.size() - S.size());
+      CHECK(two.n2 == o.h.n2);
+      CHECK(o.h.m2 == bl::filter_bits(o.h.n2, eps));
+      CHECK(two.m2 == o.h.m2);
+      CHECK(two.stream.size() * 8 ==
+            bl::stream_bits(S.size(), bl::filter_bits(S.size(), eps), two.false_picks) +
+                bl::second_bits(o.h.n2, o.h.m2));
+      // The first filter (header fields but the false picks, and its bits) is the one second=false sends.
+      const bl::Header h1 = bl::read_header(one.stream, d);
+      CHECK(h1.m == o.h.m);
+      CHECK(h1.k == o.h.k);
+      CHECK(h1.seed == o.h.seed);
+      CHECK(std::equal(h1.filter.begin(), h1.filter.end(), o.h.filter.begin(), o.h.filter.end()));
+      // Every position the second filter clears is a true positive (no false negatives in it),
+      // every false positive stays in P2, and the decoder picks what the encoder predicted.
+      CHECK(bl::false_picks(S, o.certain) == 0);
+      CHECK(o.certain.size() + o.P2.size() == o.P.size());
+      std::vector<uint64_t> fps;
+      std::set_difference(o.P.begin(), o.P.end(), S.begin(), S.end(), std::back_inserter(fps));
+      CHECK(std::includes(o.P2.begin(), o.P2.end(), fps.begin(), fps.end()));
+      CHECK(o.certain.size() > S.size() / 2);
+      const auto picked = bl::decode_positions(two.stream, d, {eps, pol, true});
+      CHECK(picked == two.picked);
+      CHECK(picked.size() == S.size());
+      CHECK(std::includes(picked.begin(), picked.end(), o.certain.begin(), o.certain.end()));
+      CHECK(bl::false_picks(S, picked) == two.false_picks);
+      CHECK(bl::false_picks(S, picked) == bl::read_header(two.stream, d, true).false_picks);
+    }
+  }
+  // No false positive at all (r = d): n2 = m2 = 0, two LEB128 zero bytes after the filter.
+  const std::vector<uint64_t> all = {0, 1, 2, 3};
+  const bl::Coded c = bl::encode_positions(all, 4, {0.01, bl::Policy::Conflict, true}, 3);
+  CHECK(c.n2 == 0);
+  CHECK(c.m2 == 0);
+  CHECK(c.stream.size() * 8 == bl::stream_bits(4, bl::filter_bits(4, 0.01), 0) + 16);
+  CHECK(bl::decode_positions(c.stream, 4, {0.01, bl::Policy::Conflict, true}) == all);
+  // Nothing kept: the two zero bytes too.
+  const bl::Coded e = bl::encode_positions({}, 100, {0.01, bl::Policy::Random, true}, 3);
+  CHECK(e.stream.size() * 8 == bl::stream_bits(0, 0, 0) + 16);
+  CHECK(bl::decode_positions(e.stream, 100, {0.01, bl::Policy::Random, true}).empty());
+}
+
+TEST_CASE("bloom(second=true) lowers the policy errors rate at the same fpr (top-1% of 10^6 Gaussians)", "[bloom]") {
+  const uint64_t d = 1000000;
+  Tensor t = make_tensor("w", {d}, gaussian(d, 77));
+  const auto S = top_positions(values_of(t), 0.01);
+  for (const std::string policy : {"leftmost", "random", "conflict"}) {
+    double rate[2], bits[2];
+    for (int second = 0; second < 2; ++second) {
+      const std::string text = "topk(ratio=0.01) | bloom(fpr=0.01, policy=" + policy +
+                               (second ? ", second=true" : "") + ")";
+      RoundTrip rt = roundtrip(text, t, 5);
+      const auto& s = rt.streams.get(kIndexStream);
+      const bl::Header h = bl::read_header(s, d, second);
+      REQUIRE(h.r == 10000);
+      const auto picked = bl::decode_positions(s, d, {0.01, bl::policy_from_name(policy), second == 1});
+      REQUIRE(h.false_picks == bl::false_picks(S, picked));
+      rate[second] = double(h.false_picks) / double(h.r);
+      bits[second] = double(s.size() * 8) / double(h.r);
+      if (second) {
+        // n2 ≈ eps·(d − r) false positives, m2 ≈ 9.585 bits each: about as many bits again.
+        CHECK(std::fabs(double(h.n2) / (0.01 * double(d - h.r)) - 1.0) <= 0.2);
+        CHECK(std::fabs(double(h.m2) / double(h.n2) - 9.585) <= 0.01);
+      }
+    }
+    INFO(policy << ": policy errors rate single " << rate[0] << ", second " << rate[1] << "; index bits per kept "
+                << bits[0] << " -> " << bits[1]);
+    // Measured (container seed 5): leftmost 50.1% -> 0.90%, random 50.8% -> 0.89%, conflict
+    // 19.2% -> 0.17%, for 9.595 -> 19.39 index bits per kept position.
+    CHECK(rate[1] < 0.1 * rate[0]);
+    CHECK(rate[1] < 0.02);
+    CHECK(bits[1] > 1.8 * bits[0]);
+    CHECK(bits[1] < 2.2 * bits[0]);
+  }
+}
+
+TEST_CASE("bloom(second=true) round trips: values in order, or each at its own position with fp_aware", "[bloom]") {
+  const uint64_t d = 30000;
+  const auto v = gaussian(d, 21);
+  Tensor t = make_tensor("w", {d}, v);
+  const auto S = top_positions(v, 0.01);
+  uint64_t false_total = 0;
+  for (const std::string policy : {"leftmost", "random", "conflict"}) {
+    for (const std::string fa : {"false", "true"}) {
+      const std::string text = "topk(ratio=0.01) | bloom(fpr=0.2, policy=" + policy + ", fp_aware=" + fa +
+                               ", second=true)";
+      INFO(text);
+      RoundTrip rt = roundtrip(text, t, 8);
+      const auto picked =
+          bl::decode_positions(rt.streams.get(kIndexStream), d, {0.2, bl::policy_from_name(policy), true});
+      REQUIRE(picked.size() == S.size());
+      false_total += bl::false_picks(S, picked);
+      const auto out = values_of(rt.decoded);
+      std::vector<float> want(d, 0.0f);
+      for (size_t j = 0; j < S.size(); ++j) want[picked[j]] = fa == "true" ? v[picked[j]] : v[S[j]];
+      CHECK(out == want);
+    }
+  }
+  CHECK(false_total > 0);  // at fpr 0.2 the pruned policy still picks some false positives
+  // The canonical text keeps second=false out (existing pipelines print as before) and names second=true.
+  CHECK(Pipeline::parse("topk(ratio=0.01) | bloom(second=false)").text() == "topk(ratio=0.01) | raw | bloom");
+  CHECK(Pipeline::parse("topk(ratio=0.01) | bloom(second=true)").text() ==
+        "topk(ratio=0.01) | raw | bloom(second=true)");
+  // The figure bench reports: m2 / r.
+  PipelineStages stages(Pipeline::parse("topk(ratio=0.01) | bloom(second=true)"));
+  PipelineStages::TensorState st;
+  StageContext ctx;
+  ctx.seed = 1;
+  ctx.info = &t.info;
+  auto enc = stages.encode(t, ctx, st);
+  const bl::Header h = bl::read_header(enc.streams.get(kIndexStream), d, true);
+  auto it = std::find_if(enc.stats.begin(), enc.stats.end(),
+                         [](const StageStat& x) { return x.name == "bloom.second_filter_bits_per_kept"; });
+  REQUIRE(it != enc.stats.end());
+  CHECK(it->num == double(h.m2));
+  CHECK(it->den == double(h.r));
+  PipelineStages single(Pipeline::parse("topk(ratio=0.01) | bloom"));
+  PipelineStages::TensorState st1;
+  auto enc1 = single.encode(t, ctx, st1);
+  CHECK(std::none_of(enc1.stats.begin(), enc1.stats.end(),
+                     [](const StageStat& x) { return x.name == "bloom.second_filter_bits_per_kept"; }));
+}
+
+TEST_CASE("bloom(second=true) refuses corrupt second-filter bytes", "[bloom]") {
+  const uint64_t d = 5000;
+  const auto S = top_positions(gaussian(d, 4), 0.01);
+  const bl::Config cfg{0.01, bl::Policy::Conflict, true};
+  const bl::Coded c = bl::encode_positions(S, d, cfg, 1);
+  REQUIRE(bl::decode_positions(c.stream, d, cfg) == c.picked);
+  auto corrupt = [&](const std::vector<uint8_t>& s) {
+    return threw(ErrorCode::Corrupt, [&] { bl::decode_positions(s, d, cfg); });
+  };
+  // Header 9 bytes and a filter of m = 480 bits (60 bytes) as in the single-filter case; then n2, m2.
+  const size_t at = 9 + 60;
+  REQUIRE(c.stream.size() == at + idx::leb128_size(c.n2) + idx::leb128_size(c.m2) + (c.m2 + 7) / 8);
+  REQUIRE(c.n2 > 20);
+  REQUIRE(c.n2 < 128);  // n2 one byte, m2 two here
+  REQUIRE(c.m2 >= 128);
+  REQUIRE(c.m2 < 16384);
+  // A stream of the single filter read as second=true, and the reverse.
+  CHECK(corrupt(bl::encode_positions(S, d, {0.01, bl::Policy::Conflict, false}, 1).stream));
+  CHECK(threw(ErrorCode::Corrupt, [&] { bl::decode_positions(c.stream, d, {0.01, bl::Policy::Conflict, false}); }));
+  // Cut anywhere in the second part, or a byte too many.
+  for (size_t n = at; n < c.stream.size(); ++n)
+    CHECK(corrupt(std::vector<uint8_t>(c.stream.begin(), c.stream.begin() + static_cast<std::ptrdiff_t>(n))));
+  auto extra = c.stream;
+  extra.push_back(0);
+  CHECK(corrupt(extra));
+  // n2 other than |P| − r (m2 kept consistent with the sizing rule is not enough).
+  for (int delta : {-1, 1}) {
+    auto s = c.stream;
+    s[at] = static_cast<uint8_t>(int(s[at]) + delta);
+    CHECK(corrupt(s));
+  }
+  // m2 that does not follow from n2 (8 bits more, with its byte).
+  {
+    auto s = c.stream;
+    const uint64_t m2 = c.m2 + 8;
+    s[at + 1] = static_cast<uint8_t>(0x80 | (m2 & 0x7f));
+    s[at + 2] = static_cast<uint8_t>(m2 >> 7);
+    s.push_back(0);
+    CHECK(corrupt(s));
+  }
+  // n2 = 0 with m2 > 0 is refused.
+  {
+    auto s = c.stream;
+    s[at] = 0;
+    CHECK(corrupt(s));
+  }
+  // More than n2·k bits set in the second filter.
+  auto full = c.stream;
+  std::fill(full.begin() + static_cast<std::ptrdiff_t>(at + 3), full.end(), 0xff);
+  CHECK(corrupt(full));
+  // An emptied second filter clears every positive: more certain true positives than r.
+  auto empty = c.stream;
+  std::fill(empty.begin() + static_cast<std::ptrdiff_t>(at + 3), empty.end(), 0);
+  CHECK(corrupt(empty));
+  // Nonzero padding after the second filter, when m2 is not a multiple of 8.
+  if (c.m2 % 8) {
+    auto pad = c.stream;
+    pad.back() |= 1;
+    CHECK(corrupt(pad));
+  }
+  // An empty first filter followed by a non-empty second one.
+  {
+    auto e = bl::encode_positions({}, 100, cfg, 1).stream;
+    REQUIRE(e.size() == 10);  // r, m, k, seed (4), false picks, n2, m2
+    e[8] = 1, e[9] = 10;
+    e.push_back(0), e.push_back(0);
+    CHECK(threw(ErrorCode::Corrupt, [&] { bl::decode_positions(e, 100, cfg); }));
+  }
+  // Random byte damage in the second part: decoded (r positions) or refused as corrupt.
+  Rng rng(6);
+  for (int trial = 0; trial < 400; ++trial) {
+    auto s = c.stream;
+    s[at + rng.below(s.size() - at)] ^= static_cast<uint8_t>(1 + rng.below(255));
+    try {
+      auto p = bl::decode_positions(s, d, cfg);
+      CHECK(p.size() == S.size());
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Corrupt);
+    }
+  }
 }
