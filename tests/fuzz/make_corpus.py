@@ -119,7 +119,8 @@ def main():
         put("pipeline", p["name"] + ".txt", p["pipeline"].encode())
     for i, text in enumerate(["topk(ratio=0.01, scope=global) | raw | golomb | zstd(level=3)",
                               "ef(beta=1, gamma=1) | randk(k=10, unbiased=true) | qsgd(levels=3, bucket=64)",
-                              "delta | fp16 | shuffle | lzma", "topk(k=5) | sign(scale=l1) | rle"]):
+                              "delta | fp16 | shuffle | lzma", "topk(k=5) | sign(scale=l1) | rle",
+                              "topk(ratio=0.1) | bloom(fpr=0.05, policy=random, fp_aware=true, second=true)"]):
         put("pipeline", f"chain{i}.txt", text.encode())
 
     # roundtrip: [preset index, seed, rows] + f32 values
@@ -148,6 +149,11 @@ def main():
             out = os.path.join(tmp, p["name"] + ".gcz")
             subprocess.run([exe, "encode", g, g, "-o", out, "--preset", p["name"], "--quiet"], check=True)
             put("container", p["name"] + ".gcz", open(out, "rb").read())
+        # stage options no preset uses: bloom's second filter (Kostopoulou 2020 §3.6)
+        for name, text in (("bloom-second", "topk(ratio=0.1) | bloom(fpr=0.05, second=true)"),):
+            out = os.path.join(tmp, name + ".gcz")
+            subprocess.run([exe, "encode", g, g, "-o", out, "--pipeline", text, "--quiet"], check=True)
+            put("container", name + ".gcz", open(out, "rb").read())
         # merge: [count - 2, method + 4 * seed], then u32-length-prefixed containers (the last
         # without a length) made from one small snapshot with different seeds
         m = os.path.join(tmp, "m.npz")
