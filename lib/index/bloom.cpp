@@ -467,7 +467,10 @@ class Bloom final : public IndexCoder {
   bool selects() const noexcept override { return fp_aware_; }
   // The decoder's query of every position of the universe (fp_aware runs it at encode), and the
   // filter (deepreduce-bloom on a 4096x4096 f32 tensor: 8.1 B/element with topk's dense copy).
-  double work_per_element(const TensorInfo&, double kept) const noexcept override { return 6 + 10 * kept; }
+  // second=true adds the split of P (certain and P2, and P − S at encode): 16 bytes per positive.
+  double work_per_element(const TensorInfo&, double kept) const noexcept override {
+    return 6 + 10 * kept + (cfg_.second ? 16 * (kept + cfg_.fpr) : 0);
+  }
   bool has_stats() const noexcept override { return true; }
 
   void select(Payload& p, std::span<const float> dense, const StageContext& ctx) override {
