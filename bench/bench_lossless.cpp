@@ -2,7 +2,7 @@
 // Lossless stages on f32 gradient-like bytes: input bytes per second.
 #include <benchmark/benchmark.h>
 
-#include "core/checksum.hpp"
+#include "base/checksum.hpp"
 #include <gradcodec/detail/pages.hpp>
 #include "support.hpp"
 

@@ -3,7 +3,7 @@
 // iteration.
 //
 // Starting a second thread: a new std::thread per call (the encoder before the helper pool)
-// against run_with_helpers on one Workers (lib/core/workers.*). The body does nothing, so a
+// against run_with_helpers on one Workers (lib/base/workers.*). The body does nothing, so a
 // call's time is the time until the second thread has started and finished an empty body.
 //
 //   BM_thread_start/back_to_back  one call straight after another: the helper is still polling
@@ -13,7 +13,7 @@
 //   Counters: new_thread_us, helpers_us (medians over the iterations) and speedup, the median of
 //   each iteration's new-thread time ÷ helper time.
 //
-// Waking a waiting thread: run_ordered (lib/core/ordered_pool.*) on 2 threads, committing on any
+// Waking a waiting thread: run_ordered (lib/base/ordered_pool.*) on 2 threads, committing on any
 // thread, over 256 items of 20,000 steps of arithmetic each whose commit takes 5,000; each item
 // holds its bytes until its commit, so the memory budget lets ~2 run at a time and a thread often
 // waits for a commit (as lossless's encode waits on its records).
@@ -24,8 +24,8 @@
 //   time ÷ poll time.
 #include <benchmark/benchmark.h>
 
-#include "core/ordered_pool.hpp"
-#include "core/workers.hpp"
+#include "base/ordered_pool.hpp"
+#include "base/workers.hpp"
 
 #include <algorithm>
 #include <chrono>

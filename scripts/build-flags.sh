@@ -6,7 +6,7 @@ GRADCODEC_CONFIGURE=(-S . -B build -DCMAKE_BUILD_TYPE=Release -DGRADCODEC_WERROR
   -DGRADCODEC_BUILD_BENCH=ON)
 
 # cmake --build "$@" with its progress shown: on a terminal one line that updates ("[ 42%]
-# Building CXX object lib/core/codec.cpp.o"), else every line; warnings and errors in full.
+# Building CXX object lib/engine/codec.cpp.o"), else every line; warnings and errors in full.
 gradcodec_build() {
   if [ -t 1 ]; then
     cmake --build "$@" 2>&1 | awk '

@@ -8,7 +8,7 @@
 #include "aggregate/majority.hpp"
 #include "aggregate/marsit.hpp"
 #include "aggregate/mean.hpp"
-#include "core/ordered_pool.hpp"
+#include "base/ordered_pool.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 #include <gradcodec/container.hpp>
 #include <gradcodec/container_error.hpp>
 
-#include "core/checksum.hpp"
+#include "base/checksum.hpp"
 
 #include <algorithm>
 

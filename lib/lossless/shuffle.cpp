@@ -2,7 +2,7 @@
 #include "lossless/shuffle.hpp"
 
 #include <gradcodec/detail/pages.hpp>
-#include "core/thread_buffer.hpp"
+#include "base/thread_buffer.hpp"
 
 #include <algorithm>
 #include <memory>

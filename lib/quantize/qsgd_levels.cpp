@@ -2,7 +2,7 @@
 #include "quantize/qsgd_levels.hpp"
 
 #include "quantize/codes.hpp"
-#include "core/cpu.hpp"
+#include "base/cpu.hpp"
 
 #include <gradcodec/rng.hpp>
 

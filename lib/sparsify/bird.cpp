@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "sparsify/bird.hpp"
 
-#include "core/workers.hpp"
+#include "base/workers.hpp"
 #include "sparsify/bird_sample.hpp"
 #include "sparsify/bird_split.hpp"
 

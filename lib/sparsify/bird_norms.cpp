@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "sparsify/bird_norms.hpp"
 
-#include "core/cpu.hpp"
+#include "base/cpu.hpp"
 
 #include <gradcodec/error.hpp>
 #include <gradcodec/plugin/stage.hpp>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "sparsify/bird_stage1.hpp"
 
-#include "core/cpu.hpp"
+#include "base/cpu.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -8,7 +8,7 @@
 // is refused with Error(Corrupt/Input) and changes nothing.
 #include <gradcodec/gradcodec.hpp>
 
-#include "core/checksum.hpp"
+#include "base/checksum.hpp"
 #include "gradient_frames.hpp"
 #include "support.hpp"
 

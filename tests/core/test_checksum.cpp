@@ -2,7 +2,7 @@
 // xxh3(): the container's checksum is XXH3-64 whatever code computes it.
 #include <catch2/catch.hpp>
 
-#include "core/checksum.hpp"
+#include "base/checksum.hpp"
 #include "support.hpp"
 
 #define XXH_STATIC_LINKING_ONLY

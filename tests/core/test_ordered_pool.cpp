@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// run_ordered (lib/core/ordered_pool.*): commits in order whatever order the work finishes in,
+// run_ordered (lib/base/ordered_pool.*): commits in order whatever order the work finishes in,
 // the lowest failing index's error whatever the thread count, the memory budget kept.
 #include <catch2/catch.hpp>
 
-#include "core/ordered_pool.hpp"
+#include "base/ordered_pool.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -5,7 +5,7 @@
 // kept by earlier tests do not count; the checks run on the test's thread after the join.
 #include <catch2/catch.hpp>
 
-#include "core/thread_buffer.hpp"
+#include "base/thread_buffer.hpp"
 
 #include <cstdint>
 #include <cstring>

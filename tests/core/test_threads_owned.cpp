@@ -8,7 +8,7 @@
 
 #include "support.hpp"
 
-#include "core/workers.hpp"
+#include "base/workers.hpp"
 
 #include <gradcodec/container.hpp>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// run_with_helpers on a Workers (lib/core/workers.*): the body runs on the asked number of
+// run_with_helpers on a Workers (lib/base/workers.*): the body runs on the asked number of
 // threads at once, the helpers are the same threads from one call to the next, nested and
 // concurrent calls each get their threads, errors come back after every body has returned, the
 // helpers are joined when their Workers is destroyed, and a Workers works in a child of fork().
@@ -7,7 +7,7 @@
 
 #include "thread_census.hpp"
 
-#include "core/workers.hpp"
+#include "base/workers.hpp"
 
 #include <atomic>
 #include <chrono>

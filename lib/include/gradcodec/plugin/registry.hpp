@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// gradcodec — the stage registry: one explicit table (lib/core/registry.cpp), no static
+// gradcodec — the stage registry: one explicit table (lib/engine/registry.cpp), no static
 // self-registration. A row gives a stage's name, kind, wire version, parameter schema and factory.
 //
 // Part of the interface for stage authors (include/gradcodec/plugin/, docs/api.md "Writing a

@@ -4,7 +4,7 @@
 #include <gradcodec/codec.hpp>
 #include <gradcodec/container_error.hpp>
 
-#include "core/ordered_pool.hpp"
+#include "base/ordered_pool.hpp"
 
 #include <algorithm>
 #include <mutex>

@@ -4,10 +4,10 @@
 #include <gradcodec/container_error.hpp>
 #include <gradcodec/pipeline.hpp>
 
-#include "core/checksum.hpp"
+#include "base/checksum.hpp"
 #include <gradcodec/detail/json_capped.hpp>
 #include <gradcodec/detail/pages.hpp>
-#include "core/thread_buffer.hpp"
+#include "base/thread_buffer.hpp"
 
 #include <nlohmann/json.hpp>
 #define XXH_STATIC_LINKING_ONLY

@@ -4,7 +4,7 @@
 #include <gradcodec/bytes.hpp>
 #include <gradcodec/codec.hpp>
 
-#include "core/ordered_pool.hpp"
+#include "base/ordered_pool.hpp"
 
 #include <algorithm>
 #include <iterator>

@@ -3,7 +3,7 @@
 // using several cores without letting the thread count change what is written or which error
 // is reported, and without letting memory grow with the number of tensors.
 #pragma once
-#include "core/workers.hpp"
+#include "base/workers.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -34,7 +34,7 @@ namespace gradcodec {
 // i are committed first, no item is started after the failure is seen, and the items already
 // running finish (so the error reported is that of the lowest failing index, whatever the
 // thread count). An exception from commit(i) stops the pool the same way. The other threads
-// are helpers of `workers` (core/workers.hpp: kept between calls, so an encode does not wait for
+// are helpers of `workers` (base/workers.hpp: kept between calls, so an encode does not wait for
 // new threads to start); one that cannot be had leaves its share to the calling thread and the
 // others. Every helper has finished its share when run_ordered returns or throws. With
 // threads ≤ 1 (or one item) everything runs on the calling thread: work(0), commit(0), work(1), …

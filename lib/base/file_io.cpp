@@ -3,7 +3,7 @@
 #include <gradcodec/file_io.hpp>
 #include <gradcodec/input_changes.hpp>
 
-#include "core/mapped_inputs.hpp"
+#include "base/mapped_inputs.hpp"
 
 #include <atomic>
 #include <cerrno>

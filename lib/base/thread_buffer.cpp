@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include "core/thread_buffer.hpp"
+#include "base/thread_buffer.hpp"
 
 #include <gradcodec/detail/pages.hpp>
 

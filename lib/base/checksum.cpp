@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include "core/checksum.hpp"
+#include "base/checksum.hpp"
 
-#include "core/checksum_avx2.hpp"
-#include "core/cpu.hpp"
+#include "base/checksum_avx2.hpp"
+#include "base/cpu.hpp"
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <gradcodec/half.hpp>
 
-#include "core/cpu.hpp"
+#include "base/cpu.hpp"
 
 #include <vector>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include "core/ordered_pool.hpp"
+#include "base/ordered_pool.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include "core/workers.hpp"
-
-#include <gradcodec/codec.hpp>
+#include "base/workers.hpp"
 
 #include <condition_variable>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include "core/mapped_inputs.hpp"
+#include "base/mapped_inputs.hpp"
 
 #include <gradcodec/input_changes.hpp>
 
