@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
+
+#include <gradcodec/error.hpp>
 
 namespace gradcodec {
 
@@ -17,6 +19,7 @@ int64_t Params::integer(const std::string& name) const {
 }
 bool Params::flag(const std::string& name) const { return get(values_, name).text == "true"; }
 const std::string& Params::text(const std::string& name) const { return get(values_, name).text; }
+const std::vector<NestedStage>& Params::stages(const std::string& name) const { return get(values_, name).stages; }
 
 bool Params::operator==(const Params& o) const {
   if (values_.size() != o.values_.size()) return false;

@@ -84,9 +84,15 @@ ParamValue make_value(const StageEntry& e, const ParamSpec& p, const std::string
       v.text = raw;
       return v;
     }
-    case ParamType::Pipeline:
-      v.text = Pipeline::parse(raw).text();  // nested pipelines are validated too
+    case ParamType::Pipeline: {
+      const Pipeline nested = Pipeline::parse(raw);  // nested pipelines are validated too
+      v.text = nested.text();
+      for (const StageSpec& n : nested.stages()) {
+        const StageEntry* ne = find_stage(n.name);
+        v.stages.push_back({n.name, ne->kind, [ne, n] { return ne->make(n.params, n.version); }});
+      }
       return v;
+    }
   }
   usage(where + ": bad parameter");
 }

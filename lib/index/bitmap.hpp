@@ -9,7 +9,7 @@
 //   the padding bits of the last byte are 0
 // Costs d bits whatever k is: best from a density of about 1/8 up.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 

@@ -49,7 +49,7 @@
 //                           padding as the first
 // Size: 8·(|n₂| + |m₂| + ⌈m₂/8⌉) more bits.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 #include <span>

@@ -11,7 +11,7 @@
 //   bits (MSB-first): k codes; zero padding to a byte
 // Size: 8·|LEB128 k| + Σ_i len(g_i + 1) bits, then padded to a byte.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 #include <span>

@@ -12,7 +12,7 @@
 //   bits (MSB-first): per gap: q × '0', '1', g mod 2^b in b bits; zero padding to a byte
 // Size: 8·(|LEB128 k| + 1) + Σ_i (⌊g_i/2^b⌋ + 1 + b) bits, then padded to a byte.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 #include <span>

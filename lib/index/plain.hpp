@@ -10,7 +10,7 @@
 // trail the positions so that the positions stay aligned for byte shuffling.
 // Accepts a value-order index (keeps_order): the decoder then checks distinctness instead of order.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 

@@ -13,7 +13,7 @@
 //   bits (MSB-first): per gap g: ⌊g/M⌋ escape codes, then g mod M, each in w bits; zero padding
 // Size: 8·(|LEB128 k| + 1) + w·Σ_i (⌊g_i/M⌋ + 1) bits, then padded to a byte.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 #include <span>

@@ -16,7 +16,7 @@
 // Size: 16 + 8·(|LEB128 k| − 1) + k·(L + 1) + ⌈d/B⌉ bits (k > 0), then padded to a byte.
 // At φ = 1% this is log2 128 + 1 = 8 bits per position plus 1/128 bit per element.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 

@@ -10,7 +10,7 @@
 // LEB128: 7 bits per byte, least significant group first, high bit set on every byte but the last.
 // Accepts a value-order index (keeps_order): the decoder then checks distinctness instead of order.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 #include <span>

@@ -3,7 +3,7 @@
 // so exponent bytes of floats sit together for the next lossless stage.
 // Wire: u8 width, then the shuffled bytes (a tail shorter than one element is copied as is).
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_shuffle(const Params& p, uint32_t version);

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "lowrank/accordion.hpp"
 
-#include <gradcodec/pipeline.hpp>
-
 #include <algorithm>
 #include <cmath>
 
@@ -141,12 +139,13 @@ class Accordion final : public Reducer {
   uint64_t interval_;
 };
 
-// The single reducer of a quoted alternative; Usage when it is anything else.
-std::unique_ptr<Reducer> alternative(const std::string& key, const std::string& text, std::string& name) {
-  const Pipeline sub = Pipeline::parse(text);
-  const auto& specs = sub.stages();
-  const StageEntry* e = find_stage(specs.front().name);
-  const bool reducer = e && (e->kind == StageKind::Sparsifier || e->kind == StageKind::LowRank);
+// The single reducer of a quoted alternative (its stages as the engine resolved them,
+// plugin/params.hpp); Usage when it is anything else.
+std::unique_ptr<Reducer> alternative(const Params& p, const std::string& key, std::string& name) {
+  const std::string& text = p.text(key);
+  const std::vector<NestedStage>& specs = p.stages(key);
+  const bool reducer = !specs.empty() && (specs.front().kind == StageKind::Sparsifier ||
+                                          specs.front().kind == StageKind::LowRank);
   bool only_implied = true;
   for (size_t i = 1; i < specs.size(); ++i)
     only_implied = only_implied && (specs[i].name == "raw" || specs[i].name == "varint");
@@ -155,7 +154,7 @@ std::unique_ptr<Reducer> alternative(const std::string& key, const std::string& 
                                "\" must be one sparsifier or low-rank stage (its quantizer, index coder and lossless "
                                "stages go after accordion in the outer pipeline)");
   name = specs.front().name;
-  std::unique_ptr<Stage> st = e->make(specs.front().params, specs.front().version);
+  std::unique_ptr<Stage> st = specs.front().make();
   auto* red = dynamic_cast<Reducer*>(st.get());
   if (!red) fail(ErrorCode::Internal, std::string(kName) + ": " + name + " is not a reducer");
   st.release();
@@ -167,8 +166,7 @@ std::unique_ptr<Reducer> alternative(const std::string& key, const std::string& 
 std::unique_ptr<Stage> make_accordion(const Params& p, uint32_t) {
   std::string text[2] = {p.text("mild"), p.text("aggressive")};
   std::string name[2];
-  std::unique_ptr<Reducer> sub[2] = {alternative("mild", text[0], name[0]),
-                                     alternative("aggressive", text[1], name[1])};
+  std::unique_ptr<Reducer> sub[2] = {alternative(p, "mild", name[0]), alternative(p, "aggressive", name[1])};
   if (name[0] != name[1])
     fail(ErrorCode::Usage, std::string(kName) + ": mild and aggressive must be the same stage with different "
                                                 "parameters (they share its state), not " +

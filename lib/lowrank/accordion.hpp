@@ -34,7 +34,7 @@
 // the current choice, and the wrapped stage's own encoder-private state.
 // Wire: none of its own — the records are the chosen stage's.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 

@@ -29,7 +29,7 @@
 // Ratio per compressed matrix (f32 factors): n·m / (r'·(n + m)).
 // Shared state (both sides): the decoded Q of the last frame, m × r' f32.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 #include <vector>

@@ -31,7 +31,7 @@
 //   side (block payloads)   count sign bits, MSB-first, zero-padded
 // Size: 8·(|count| + |npos| + 8 + Σ_groups (1 + Σ_segments (2 + 8·n))) bits (+ ⌈count/8⌉ bytes of side).
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_curvefit(const Params& p, uint32_t version);

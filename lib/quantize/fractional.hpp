@@ -22,7 +22,7 @@
 //          value is zero (decodes to 0; its code in `value` is sign 1, interval P). Absent
 //          otherwise. (The paper's sign(0) = 0 has no code among its log2 P + 1 bits.)
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_fractional(const Params& p, uint32_t version);

@@ -12,7 +12,7 @@
 //   value  q_i in `bits` bits per value, MSB-first, zero-padded to a byte.
 //   scale  lo then hi, f32 each (8 bytes; none when there are no values).
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_intn(const Params& p, uint32_t version);

@@ -16,7 +16,7 @@
 //   scale  per group in order (column 0, 1, ...): μ0 then μ1, f32 each (8 bytes per group; none
 //          when there are no values).
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_onebit(const Params& p, uint32_t version);

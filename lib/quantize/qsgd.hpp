@@ -17,7 +17,7 @@
 //                 the sign bit only when l_i > 0.
 // Randomness: one uniform of ctx.rng(Round) per value, in value order.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_qsgd(const Params& p, uint32_t version);

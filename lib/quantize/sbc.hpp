@@ -24,7 +24,7 @@
 //   side   bitmap mode only: 1 bit per coded value, MSB-first, zero-padded; 1 = kept (decodes to
 //          the mean), 0 = dropped (decodes to 0). Drop mode writes no side stream.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_sbc(const Params& p, uint32_t version);

@@ -17,7 +17,7 @@
 //   value  1 bit per value, MSB-first, zero-padded: 1 = non-negative, 0 = negative.
 //   scale  mean/l1: S as one f32 (0 bytes when there are no values); none: no scale stream.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_sign(const Params& p, uint32_t version);

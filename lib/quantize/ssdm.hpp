@@ -15,7 +15,7 @@
 //   scale  N as one f32 (0 bytes when there are no values).
 // Randomness: one uniform of ctx.rng(Round) per value, in value order.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_ssdm(const Params& p, uint32_t version);

@@ -16,7 +16,7 @@
 //   scale  s as one f32 (absent — 0 bytes — when there are no values).
 // Randomness: one uniform of ctx.rng(Round) per value, in value order.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_terngrad(const Params& p, uint32_t version);

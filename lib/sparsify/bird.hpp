@@ -31,7 +31,7 @@
 // samples its transformed values itself and the vector's bitmap follows the untransformed
 // sampling (still decodable, the bitmap is on the wire).
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_bird(const Params& p, uint32_t version);

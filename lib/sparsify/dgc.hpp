@@ -21,7 +21,7 @@
 // 0..k−1. d = 1: the element. d = 2: one element (k = 1), the larger (the first on a tie).
 // Wire: as topk — no stream of its own; ascending positions to the index coder; exact values.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 #include <span>

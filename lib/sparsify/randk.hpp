@@ -15,7 +15,7 @@
 // Values: with B = 1 and unbiased=false the kept values are the input's own elements (exact);
 // otherwise they are computed f32 values (a kept partial block is zero-padded to B on the wire).
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 #include <vector>

@@ -36,7 +36,7 @@
 // Bits per frame: 32·(k_g + k_l) with f32 values + tcspos_bits(d_l, k_l) + 8·|LEB128 k_g|,
 // ≈ d·(32·(global + local) + local·(log2(1/local) + 1) + 1/B) — 0.363 bits/param at 1% / 0.1%.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 #include <span>

@@ -8,7 +8,7 @@
 // the data (possibly 0 or d). Wire: no stream of its own; positions ascending go to the index
 // coder, kept values (the input's own elements) to the value codec.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_threshold(const Params& p, uint32_t version);

@@ -14,7 +14,7 @@
 // Wire: no stream of its own; positions ascending go to the index coder, kept values (the
 // input's own elements) to the value codec.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <cstdint>
 #include <cstring>

@@ -14,7 +14,7 @@
 // frame N of a container replays that tensor's records from the last keyframe. No stream of its
 // own. stateful() = true. With several transforms, delta's prev is in delta's own domain.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 namespace gradcodec::stages {
 std::unique_ptr<Stage> make_delta(const Params& p, uint32_t version);

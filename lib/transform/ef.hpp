@@ -17,7 +17,7 @@
 // when no other transform's inverse runs after ef's (e.g. "delta | ef | topk", not "ef | delta").
 // The decoder needs none of this: ef has no inverse and no stream. stateful() = true.
 #pragma once
-#include <gradcodec/plugin/registry.hpp>
+#include <gradcodec/plugin/params.hpp>
 
 #include <vector>
 

@@ -6,51 +6,15 @@
 // stage"): not yet stable, it changes with the engine.
 #pragma once
 
+#include <gradcodec/plugin/params.hpp>
 #include <gradcodec/plugin/stage.hpp>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace gradcodec {
-
-enum class ParamType : uint8_t { Int, Float, Bool, Choice, Pipeline };
-
-struct ParamSpec {
-  std::string name;
-  ParamType type = ParamType::Float;
-  std::string default_text;  // canonical default; empty = no default (optional or required)
-  bool required = false;
-  double min = -1e300, max = 1e300;  // inclusive range for Int/Float
-  bool min_exclusive = false;        // (min, max]
-  std::vector<std::string> choices;  // for Choice
-  std::string help;
-};
-
-// A parameter's value. Numbers keep the double; choices, pipelines and bools their text.
-struct ParamValue {
-  ParamType type = ParamType::Float;
-  double num = 0;
-  std::string text;  // Choice name; Pipeline canonical text; "true"/"false" for Bool
-};
-
-class Params {
- public:
-  bool has(const std::string& name) const { return values_.count(name) != 0; }
-  double num(const std::string& name) const;
-  int64_t integer(const std::string& name) const;
-  bool flag(const std::string& name) const;
-  const std::string& text(const std::string& name) const;
-  void set(const std::string& name, ParamValue v) { values_[name] = std::move(v); }
-  void erase(const std::string& name) { values_.erase(name); }
-  const std::map<std::string, ParamValue>& values() const { return values_; }
-  bool operator==(const Params& o) const;
-
- private:
-  std::map<std::string, ParamValue> values_;
-};
 
 struct StageEntry {
   const char* name;
