@@ -21,15 +21,17 @@ namespace gradcodec {
 
 enum class ParamType : uint8_t { Int, Float, Bool, Choice, Pipeline };
 
+// One parameter of a registry row. Rows name their fields (designated initializers,
+// lib/engine/registry.cpp) and leave out the ones at their defaults.
 struct ParamSpec {
-  std::string name;
+  std::string name{};
   ParamType type = ParamType::Float;
-  std::string default_text;  // canonical default; empty = no default (optional or required)
+  std::string default_text{};  // canonical default; empty = no default (optional or required)
   bool required = false;
   double min = -1e300, max = 1e300;  // inclusive range for Int/Float
   bool min_exclusive = false;        // (min, max]
-  std::vector<std::string> choices;  // for Choice
-  std::string help;
+  std::vector<std::string> choices{};  // for Choice
+  std::string help{};
 };
 
 // One stage of a quoted pipeline parameter (accordion's mild and aggressive), resolved by the

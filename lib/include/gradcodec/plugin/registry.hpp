@@ -20,8 +20,8 @@ struct StageEntry {
   const char* name;
   StageKind kind;
   uint32_t version;  // current wire version; older versions the factory still accepts are listed
-  std::vector<uint32_t> decodable_versions;
-  std::vector<ParamSpec> params;
+  std::vector<uint32_t> decodable_versions{};  // rows leave out the empty ones
+  std::vector<ParamSpec> params{};
   // Builds a stage from validated parameters for the given wire version. May throw Usage for
   // combinations the schema cannot express ("give ratio or k").
   std::unique_ptr<Stage> (*make)(const Params& params, uint32_t version);
