@@ -1,79 +1,29 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The .gcz container v1: writer and reader. Byte layout: docs/format.md.
+// The .gcz container v1: the reader. Byte layout: docs/format.md; the writer is container_write.cpp.
 #include <gradcodec/container.hpp>
 #include <gradcodec/container_error.hpp>
 #include <gradcodec/pipeline.hpp>
 
 #include "base/checksum.hpp"
+#include "engine/container_layout.hpp"
 #include <gradcodec/detail/json_capped.hpp>
 #include <gradcodec/detail/pages.hpp>
 #include "base/thread_buffer.hpp"
 
 #include <nlohmann/json.hpp>
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
 
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <optional>
 
 namespace gradcodec {
 
+using gcz::kEndMagic;
+using gcz::kMagic;
+using gcz::kPreambleSize;
+using gcz::kTrailerSize;
+
 namespace {
-
-constexpr uint8_t kMagic[8] = {0x89, 'G', 'C', 'Z', '\r', '\n', 0x1a, '\n'};
-constexpr uint8_t kEndMagic[8] = {0x89, 'G', 'C', 'Z', 'E', 'N', 'D', '\n'};
-constexpr size_t kPreambleSize = 16;
-constexpr size_t kTrailerSize = 24;
-
-void put_tag(ByteWriter& w, const char* tag) { w.bytes(tag, 4); }
-
-std::vector<uint8_t> encode_meta(const TensorInfo& info, Storage storage, uint32_t variant,
-                                 const Streams& streams, std::span<const uint64_t> checksums) {
-  std::vector<uint8_t> m;
-  ByteWriter w(m);
-  w.str16(info.name);
-  w.u8(static_cast<uint8_t>(info.dtype));
-  w.u8(info.big_endian ? 1 : 0);
-  if (info.dtype == DType::Other) w.str16(info.descr);
-  if (info.shape.size() > kMaxDims) fail(ErrorCode::Usage, info.name + ": more than 32 dimensions");
-  w.u8(static_cast<uint8_t>(info.shape.size()));
-  for (uint64_t d : info.shape) w.u64(d);
-  w.u8(static_cast<uint8_t>(storage));
-  w.varint(variant);
-  if (streams.all().size() > kMaxStreams) fail(ErrorCode::Internal, "too many streams");
-  w.u8(static_cast<uint8_t>(streams.all().size()));
-  if (checksums.size() != streams.all().size()) fail(ErrorCode::Internal, "a checksum per stream expected");
-  for (size_t k = 0; k < streams.all().size(); ++k) {
-    const Stream& s = streams.all()[k];
-    if (s.name.empty() || s.name.size() > 255) fail(ErrorCode::Internal, "bad stream name");
-    w.u8(static_cast<uint8_t>(s.name.size()));
-    w.bytes(s.name.data(), s.name.size());
-    w.u8(s.width);
-    w.u64(s.view().size());
-    w.u64(checksums[k]);
-  }
-  return m;
-}
-
-// A section's tag and length; section_sum() is its checksum, of the two and the payload.
-std::vector<uint8_t> section_head(const char* tag, uint64_t payload_size, bool u64_len) {
-  std::vector<uint8_t> head;
-  ByteWriter w(head);
-  put_tag(w, tag);
-  if (u64_len) w.u64(payload_size);
-  else w.u32(static_cast<uint32_t>(payload_size));
-  return head;
-}
-
-uint64_t section_sum(const std::vector<uint8_t>& head, const std::vector<uint8_t>& payload) {
-  XXH3_state_t st;
-  XXH3_64bits_reset(&st);
-  XXH3_64bits_update(&st, head.data(), head.size());
-  XXH3_64bits_update(&st, payload.data(), payload.size());
-  return XXH3_64bits_digest(&st);
-}
 
 // A header value as an error message shows it: a number or literal as written, else its kind
 // (a string or a structure could be megabytes long).
@@ -116,13 +66,6 @@ std::string check_inputs(const nlohmann::ordered_json& inputs) {
   return "";
 }
 
-// A JSON value the writer's caller gave for the header, parsed as every JSON read is (capped).
-nlohmann::ordered_json header_json(const char* field, const std::string& text) {
-  auto parsed = parse_json_capped<nlohmann::ordered_json>(text);
-  if (!parsed.error.empty()) fail(ErrorCode::Internal, std::string("container header: ") + field + ": " + parsed.error);
-  return std::move(parsed.value);
-}
-
 }  // namespace
 
 const char* storage_name(Storage s) noexcept {
@@ -139,175 +82,6 @@ uint64_t RecordMeta::stream_bytes() const noexcept {
   for (const auto& s : streams) n += s.size;
   return n;
 }
-
-// ---------------------------------------------------------------- writer
-
-struct ContainerWriter::Impl {
-  // A named file (AtomicOutput: temporary + rename) or a caller's sink; `out` writes to either.
-  struct Out {
-    std::unique_ptr<AtomicOutput> file;
-    ByteSink* sink = nullptr;
-    uint64_t written = 0;
-    void write(const void* data, size_t n) {
-      if (file) return file->write(data, n);
-      sink->write(data, n);
-      written += n;
-    }
-    uint64_t position() const noexcept { return file ? file->position() : written; }
-    void commit() {
-      if (file) return file->commit();
-      sink->finish();
-    }
-  } out;
-  struct Frame {
-    uint64_t offset;
-    std::vector<std::pair<uint64_t, uint64_t>> records;
-  };
-  std::vector<Frame> frames;
-  std::vector<std::string> variants;  // ids 1..
-  std::map<std::string, uint32_t> variant_ids;
-  bool in_frame = false;
-  bool finished = false;
-
-  explicit Impl(std::unique_ptr<AtomicOutput> file) { out.file = std::move(file); }
-  explicit Impl(ByteSink& sink) { out.sink = &sink; }
-  void write_preamble(const ContainerHeader& h);
-
-  void section(const char* tag, const std::vector<uint8_t>& payload, bool u64_len) {
-    const std::vector<uint8_t> head = section_head(tag, payload.size(), u64_len);
-    const uint64_t h = section_sum(head, payload);
-    out.write(head.data(), head.size());
-    out.write(payload.data(), payload.size());
-    out.write(&h, 8);
-  }
-};
-
-ContainerWriter::ContainerWriter(const std::string& path, bool overwrite, const ContainerHeader& h)
-    : impl_(std::make_unique<Impl>(std::make_unique<AtomicOutput>(path, overwrite))) {
-  impl_->write_preamble(h);
-}
-
-ContainerWriter::ContainerWriter(ByteSink& sink, const ContainerHeader& h) : impl_(std::make_unique<Impl>(sink)) {
-  impl_->write_preamble(h);
-}
-
-void ContainerWriter::Impl::write_preamble(const ContainerHeader& h) {
-  nlohmann::ordered_json j;
-  j["format"] = "gcz";
-  j["tool"] = h.tool;
-  j["pipeline"] = header_json("pipeline", h.pipeline_json);
-  j["pipeline_text"] = h.pipeline_text;
-  j["seed"] = h.seed;
-  j["keyframe_interval"] = h.keyframe_interval;
-  j["inputs"] = header_json("inputs", h.inputs_json);
-  std::string text = j.dump();
-  if (text.size() > kMaxHeaderBytes) fail(ErrorCode::Usage, "container header larger than 16 MiB");
-  std::vector<uint8_t> pre;
-  ByteWriter w(pre);
-  w.bytes(kMagic, 8);
-  w.u16(kFormatMajor);
-  w.u16(kFormatMinor);
-  w.u32(static_cast<uint32_t>(text.size()));
-  w.bytes(text.data(), text.size());
-  uint64_t sum = xxh3(pre.data(), pre.size());
-  w.u64(sum);
-  out.write(pre.data(), pre.size());
-}
-
-ContainerWriter::~ContainerWriter() = default;
-
-uint64_t ContainerWriter::bytes_written() const noexcept { return impl_->out.position(); }
-
-void ContainerWriter::begin_frame(const FrameInfo& f) {
-  impl_->in_frame = true;
-  impl_->frames.push_back({impl_->out.position(), {}});
-  std::vector<uint8_t> p;
-  ByteWriter w(p);
-  w.u32(static_cast<uint32_t>(impl_->frames.size() - 1));
-  w.u8(f.keyframe ? 1 : 0);
-  w.str16(f.source.size() > 4096 ? f.source.substr(0, 4096) : f.source);
-  impl_->section("FRAM", p, false);
-}
-
-uint64_t record_size(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams) {
-  const std::vector<uint64_t> sums(streams.all().size(), 0);  // their values do not change the size
-  uint64_t n = 4 + 4 + encode_meta(info, storage, variant, streams, sums).size() + 8;  // Impl::section
-  for (const auto& s : streams.all()) n += s.view().size();
-  return n;
-}
-
-std::vector<uint8_t> record_bytes(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams) {
-  const std::vector<uint8_t> meta = encode_meta(info, storage, variant, streams, stream_checksums(streams));
-  std::vector<uint8_t> out = section_head("TREC", meta.size(), false);
-  const uint64_t sum = section_sum(out, meta);
-  uint64_t n = out.size() + meta.size() + 8;
-  for (const auto& s : streams.all()) n += s.view().size();
-  out.reserve(n);
-  out.insert(out.end(), meta.begin(), meta.end());
-  ByteWriter(out).u64(sum);
-  for (const auto& s : streams.all()) out.insert(out.end(), s.view().begin(), s.view().end());
-  return out;
-}
-
-std::vector<uint64_t> stream_checksums(const Streams& streams) {
-  std::vector<uint64_t> sums;
-  sums.reserve(streams.all().size());
-  for (const auto& s : streams.all()) sums.push_back(xxh3(s.view().data(), s.view().size()));
-  return sums;
-}
-
-void ContainerWriter::add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams) {
-  add(info, storage, variant, streams, stream_checksums(streams));
-}
-
-void ContainerWriter::add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams,
-                          std::span<const uint64_t> checksums) {
-  if (!impl_->in_frame) fail(ErrorCode::Internal, "ContainerWriter::add outside a frame");
-  uint64_t start = impl_->out.position();
-  impl_->section("TREC", encode_meta(info, storage, variant, streams, checksums), false);
-  for (const auto& s : streams.all()) impl_->out.write(s.view().data(), s.view().size());
-  impl_->frames.back().records.emplace_back(start, impl_->out.position() - start);
-}
-
-uint32_t ContainerWriter::variant(const std::string& json) {
-  auto it = impl_->variant_ids.find(json);
-  if (it != impl_->variant_ids.end()) return it->second;
-  impl_->variants.push_back(json);
-  uint32_t id = static_cast<uint32_t>(impl_->variants.size());
-  impl_->variant_ids[json] = id;
-  return id;
-}
-
-void ContainerWriter::finish() {
-  if (impl_->finished) return;
-  std::vector<uint8_t> p;
-  ByteWriter w(p);
-  w.u32(static_cast<uint32_t>(impl_->frames.size()));
-  for (const auto& f : impl_->frames) {
-    w.u64(f.offset);
-    w.u32(static_cast<uint32_t>(f.records.size()));
-    for (auto [off, size] : f.records) w.u64(off), w.u64(size);
-  }
-  w.u32(static_cast<uint32_t>(impl_->variants.size()));
-  for (const auto& v : impl_->variants) {
-    w.u32(static_cast<uint32_t>(v.size()));
-    w.bytes(v.data(), v.size());
-  }
-  uint64_t footer_offset = impl_->out.position();
-  impl_->section("FOOT", p, true);
-  std::vector<uint8_t> t;
-  ByteWriter tw(t);
-  tw.u64(footer_offset);
-  tw.u16(kFormatMajor);
-  tw.u16(kFormatMinor);
-  tw.u32(static_cast<uint32_t>(xxh3(t.data(), 12)));
-  tw.bytes(kEndMagic, 8);
-  impl_->out.write(t.data(), t.size());
-  impl_->out.commit();
-  impl_->finished = true;
-}
-
-// ---------------------------------------------------------------- reader
 
 void ContainerReader::corrupt(const std::string& section, uint64_t offset, const std::string& why) const {
   throw ContainerError(file_->path() + ": corrupt container: " + section + " at offset " + std::to_string(offset) +
