@@ -87,14 +87,7 @@ Tensor Decompressor::decode(const std::string& name, std::span<const uint8_t> re
     // The stages refused streams that passed their checksums (no Compressor made them): a
     // stateful pipeline's state may be part-way updated, and the sequence starts again.
     if (!added && m.stages.stateful()) Impl::restart(seq);
-    try {
-      throw;
-    } catch (const ContainerError&) {
-      throw;
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::Corrupt) throw;
-      corrupt(e.what());
-    }
+    rethrow_corrupt_as(where);
   }
   ++seq.frames;
   if (added) m.names.emplace(name, std::move(fresh));

@@ -88,17 +88,20 @@ void ContainerReader::corrupt(const std::string& section, uint64_t offset, const
                        ": " + why);
 }
 
-void rethrow_located(const ContainerReader& reader, size_t f, size_t i, const RecordMeta& m) {
+void rethrow_corrupt_as(const std::string& where) {
   try {
     throw;
   } catch (const ContainerError&) {
     throw;
   } catch (const Error& e) {
     if (e.code() != ErrorCode::Corrupt) throw;
-    throw ContainerError(reader.path() + ": corrupt container: record " + std::to_string(i) + " of frame " +
-                         std::to_string(f) + " (tensor " + m.info.name + ") at offset " + std::to_string(m.offset) +
-                         ": " + e.what());
+    throw ContainerError(where + ": " + e.what());
   }
+}
+
+void rethrow_located(const ContainerReader& reader, size_t f, size_t i, const RecordMeta& m) {
+  rethrow_corrupt_as(reader.path() + ": corrupt container: record " + std::to_string(i) + " of frame " +
+                     std::to_string(f) + " (tensor " + m.info.name + ") at offset " + std::to_string(m.offset));
 }
 
 ContainerReader ContainerReader::open(const std::string& path) { return ContainerReader(open_file(path)); }

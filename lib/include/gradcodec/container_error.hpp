@@ -17,6 +17,12 @@ class ContainerError : public Error {
   explicit ContainerError(const std::string& message) : Error(ErrorCode::Corrupt, message) {}
 };
 
+// For a catch block around a stage decoder: rethrows the exception in flight, a Corrupt Error
+// from the stage (which knows nothing of where its bytes came from) as a ContainerError
+// "<where>: <the stage's message>". A ContainerError, another code or another exception passes
+// as it is.
+[[noreturn]] void rethrow_corrupt_as(const std::string& where);
+
 // For a catch block around a stage decoder reading record i of frame f (metadata m) of `reader`:
 // rethrows the exception in flight, a Corrupt Error from the stage (which knows nothing of the
 // file) as a ContainerError naming the file, the frame, the record, its tensor and its offset as
