@@ -2,6 +2,8 @@
 // gradcodec encode INPUT... -o OUT.gcz (--pipeline TEXT | --preset NAME) [--seed N] ...
 // Several INPUTs form a sequence (one frame each, in the order given).
 #include "commands.hpp"
+#include "encode_ranks.hpp"
+#include "ranks.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +28,17 @@ struct EncodeArgs {
   RecordPaths record_paths = RecordPaths::Relative;
   InputOptions in;
 };
+
+void print_summary(const std::string& output, const EncodeSummary& s, const std::string& where = "") {
+  if (!quiet())
+    std::fprintf(stderr, "gradcodec: %s: %llu frame(s), %llu tensor(s), %s -> %s (ratio %.2fx, %s)%s\n",
+                 output == "-" ? "<stdout>" : output.c_str(), static_cast<unsigned long long>(s.frames),
+                 static_cast<unsigned long long>(s.tensors), human_bytes(s.input_bytes).c_str(),
+                 human_bytes(s.output_bytes).c_str(), s.ratio(),
+                 s.float_elements ? format("%.3f bits/param", s.bits_per_parameter()).c_str()
+                                  : "no floating-point parameters",
+                 where.c_str());
+}
 
 int run_encode(const EncodeArgs& a) {
   bound_heap_growth();
@@ -71,6 +84,15 @@ int run_encode(const EncodeArgs& a) {
       if (!objects.empty()) desc.back()["hdf5_attributes"] = std::move(objects);
     }
   }
+  eo.inputs_json = desc.dump();
+  if (ranks::active()) {  // one rank of an MPI job (docs/scale-out.md)
+    std::vector<std::string> recorded;
+    for (const auto& in : inputs) recorded.push_back(recorded_path(in.path, a.record_paths));
+    double largest = 0;
+    const EncodeSummary s = encode_across_ranks(largest, eo, inputs, recorded, a.output, a.force);
+    print_summary(a.output, s, format(" on %d rank(s), the largest share %.1f%% of the bytes", ranks::size(), 100 * largest));
+    return 0;
+  }
   // The bar counts the floating tensors' bytes (pass-through arrays are stored as they are).
   uint64_t float_bytes = 0;
   for (const auto& in : inputs) float_bytes += in.float_bytes;
@@ -79,7 +101,6 @@ int run_encode(const EncodeArgs& a) {
     eo.progress = [&bar](const TensorInfo& t) {
       if (is_float(t.dtype)) bar.advance(t.elements() * dtype_size(t.dtype), t.name);
     };
-  eo.inputs_json = desc.dump();
   Encoder enc = Encoder::to_path(a.output, eo);
   for (auto& in : inputs) {
     FrameSource src = frame_source(in);
@@ -88,13 +109,7 @@ int run_encode(const EncodeArgs& a) {
   }
   const EncodeSummary s = enc.finish();
   bar.finish();
-  if (!quiet())
-    std::fprintf(stderr, "gradcodec: %s: %llu frame(s), %llu tensor(s), %s -> %s (ratio %.2fx, %s)\n",
-                 a.output == "-" ? "<stdout>" : a.output.c_str(), static_cast<unsigned long long>(s.frames),
-                 static_cast<unsigned long long>(s.tensors), human_bytes(s.input_bytes).c_str(),
-                 human_bytes(s.output_bytes).c_str(), s.ratio(),
-                 s.float_elements ? format("%.3f bits/param", s.bits_per_parameter()).c_str()
-                                  : "no floating-point parameters");
+  print_summary(a.output, s);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "progress.hpp"
+#include "ranks.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -79,7 +80,9 @@ extern "C" void on_bus_error(int sig, siginfo_t* info, void*) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_main(int argc, char** argv) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   struct sigaction bus {};
   bus.sa_sigaction = on_bus_error;
@@ -157,6 +160,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   cli::set_quiet(quiet);
+  // Under MPI, encode shares its work across the ranks (docs/scale-out.md); any other command runs
+  // on rank 0 alone, as it would started by itself.
+  if (cli::ranks::active() && cli::ranks::rank() != 0 && app.get_subcommands()[0]->get_name() != "encode") return 0;
   try {
     const int status = run();
     // A report or a listing that did not reach standard output (a full disk, a closed pipe) is
@@ -183,4 +189,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gradcodec: error: internal: %s\n", cli::one_line(e.what()).c_str());
     return static_cast<int>(ErrorCode::Internal);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cli::ranks::start(argc, argv);
+  return cli::ranks::finish(run_main(argc, argv));
 }

@@ -19,11 +19,7 @@ Pipeline api::chosen_pipeline(const std::string& preset, const std::string& pipe
   return Pipeline::preset(preset.empty() ? "lossless" : preset);
 }
 
-namespace {
-
-Pipeline chosen_pipeline(const EncoderOptions& o) { return api::chosen_pipeline(o.preset, o.pipeline); }
-
-EncodeOptions engine_options(const EncoderOptions& o) {
+EncodeOptions api::engine_options(const EncoderOptions& o) {
   EncodeOptions e;
   e.seed = o.seed;
   e.keyframe_interval = o.keyframe_interval;
@@ -33,6 +29,23 @@ EncodeOptions engine_options(const EncoderOptions& o) {
   e.progress = o.progress;
   return e;
 }
+
+std::vector<TensorSummary> api::count_frame(std::vector<TensorOutcome>&& outcomes, EncodeSummary& summary) {
+  std::vector<TensorSummary> out;
+  out.reserve(outcomes.size());
+  for (auto& o : outcomes) {
+    summary.input_bytes += o.input_bytes;
+    if (is_float(o.info.dtype)) summary.float_elements += o.info.elements();
+    ++summary.tensors;
+    out.push_back({std::move(o.info), storage_name(o.storage), o.input_bytes, o.record_bytes});
+  }
+  ++summary.frames;
+  return out;
+}
+
+namespace {
+
+Pipeline chosen_pipeline(const EncoderOptions& o) { return api::chosen_pipeline(o.preset, o.pipeline); }
 
 }  // namespace
 
@@ -46,7 +59,7 @@ struct Encoder::Impl {
   EncodeSummary summary;
   bool failed = false, finished = false;
 
-  Impl(const EncoderOptions& o) : pipeline(chosen_pipeline(o)), engine(pipeline, engine_options(o)) {}
+  Impl(const EncoderOptions& o) : pipeline(chosen_pipeline(o)), engine(pipeline, api::engine_options(o)) {}
   ContainerHeader header(const EncoderOptions& o) const {
     return engine.header(o.inputs_json.empty() ? "[]" : o.inputs_json);
   }
@@ -97,16 +110,7 @@ std::vector<TensorSummary> Encoder::add_frame(const FrameSource& frame) {
     m.failed = true;
     throw;
   }
-  std::vector<TensorSummary> out;
-  out.reserve(outcomes.size());
-  for (auto& o : outcomes) {
-    m.summary.input_bytes += o.input_bytes;
-    if (is_float(o.info.dtype)) m.summary.float_elements += o.info.elements();
-    ++m.summary.tensors;
-    out.push_back({std::move(o.info), storage_name(o.storage), o.input_bytes, o.record_bytes});
-  }
-  ++m.summary.frames;
-  return out;
+  return api::count_frame(std::move(outcomes), m.summary);
 }
 
 EncodeSummary Encoder::finish() {

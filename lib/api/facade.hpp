@@ -2,7 +2,9 @@
 // What the facade's classes share: reading the options' pipeline and a caller's TensorView.
 #pragma once
 
+#include <gradcodec/codec.hpp>
 #include <gradcodec/error.hpp>
+#include <gradcodec/gradcodec.hpp>
 #include <gradcodec/frame.hpp>
 #include <gradcodec/pipeline.hpp>
 #include <gradcodec/tensor.hpp>
@@ -14,6 +16,11 @@ namespace gradcodec::api {
 
 // The pipeline of a preset name or a pipeline text, not both (Error Usage); neither: "lossless".
 Pipeline chosen_pipeline(const std::string& preset, const std::string& pipeline);
+
+// The engine's options for an Encoder's (or a PartEncoder's) options.
+EncodeOptions engine_options(const EncoderOptions& o);
+// A frame's outcomes as the facade reports them, counted into `summary` (frames, tensors, bytes).
+std::vector<TensorSummary> count_frame(std::vector<TensorOutcome>&& outcomes, EncodeSummary& summary);
 
 // The bytes a view covers (its shape's for the floating types, `bytes` for Other).
 inline uint64_t view_bytes(const TensorView& v) {

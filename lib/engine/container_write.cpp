@@ -24,7 +24,7 @@ namespace {
 void put_tag(ByteWriter& w, const char* tag) { w.bytes(tag, 4); }
 
 std::vector<uint8_t> encode_meta(const TensorInfo& info, Storage storage, uint32_t variant,
-                                 const Streams& streams, std::span<const uint64_t> checksums) {
+                                 std::span<const gcz::StreamEntry> streams, std::span<const uint64_t> checksums) {
   std::vector<uint8_t> m;
   ByteWriter w(m);
   w.str16(info.name);
@@ -36,16 +36,16 @@ std::vector<uint8_t> encode_meta(const TensorInfo& info, Storage storage, uint32
   for (uint64_t d : info.shape) w.u64(d);
   w.u8(static_cast<uint8_t>(storage));
   w.varint(variant);
-  if (streams.all().size() > kMaxStreams) fail(ErrorCode::Internal, "too many streams");
-  w.u8(static_cast<uint8_t>(streams.all().size()));
-  if (checksums.size() != streams.all().size()) fail(ErrorCode::Internal, "a checksum per stream expected");
-  for (size_t k = 0; k < streams.all().size(); ++k) {
-    const Stream& s = streams.all()[k];
+  if (streams.size() > kMaxStreams) fail(ErrorCode::Internal, "too many streams");
+  w.u8(static_cast<uint8_t>(streams.size()));
+  if (checksums.size() != streams.size()) fail(ErrorCode::Internal, "a checksum per stream expected");
+  for (size_t k = 0; k < streams.size(); ++k) {
+    const gcz::StreamEntry& s = streams[k];
     if (s.name.empty() || s.name.size() > 255) fail(ErrorCode::Internal, "bad stream name");
     w.u8(static_cast<uint8_t>(s.name.size()));
     w.bytes(s.name.data(), s.name.size());
     w.u8(s.width);
-    w.u64(s.view().size());
+    w.u64(s.size);
     w.u64(checksums[k]);
   }
   return m;
@@ -69,6 +69,15 @@ uint64_t section_sum(const std::vector<uint8_t>& head, const std::vector<uint8_t
   return XXH3_64bits_digest(&st);
 }
 
+// The section: tag, length, payload, checksum.
+std::vector<uint8_t> section(const char* tag, const std::vector<uint8_t>& payload, bool u64_len) {
+  std::vector<uint8_t> out = section_head(tag, payload.size(), u64_len);
+  const uint64_t h = section_sum(out, payload);
+  out.insert(out.end(), payload.begin(), payload.end());
+  ByteWriter(out).u64(h);
+  return out;
+}
+
 // A JSON value the writer's caller gave for the header, parsed as every JSON read is (capped).
 nlohmann::ordered_json header_json(const char* field, const std::string& text) {
   auto parsed = parse_json_capped<nlohmann::ordered_json>(text);
@@ -78,56 +87,14 @@ nlohmann::ordered_json header_json(const char* field, const std::string& text) {
 
 }  // namespace
 
-struct ContainerWriter::Impl {
-  // A named file (AtomicOutput: temporary + rename) or a caller's sink; `out` writes to either.
-  struct Out {
-    std::unique_ptr<AtomicOutput> file;
-    ByteSink* sink = nullptr;
-    uint64_t written = 0;
-    void write(const void* data, size_t n) {
-      if (file) return file->write(data, n);
-      sink->write(data, n);
-      written += n;
-    }
-    uint64_t position() const noexcept { return file ? file->position() : written; }
-    void commit() {
-      if (file) return file->commit();
-      sink->finish();
-    }
-  } out;
-  struct Frame {
-    uint64_t offset;
-    std::vector<std::pair<uint64_t, uint64_t>> records;
-  };
-  std::vector<Frame> frames;
-  std::vector<std::string> variants;  // ids 1..
-  std::map<std::string, uint32_t> variant_ids;
-  bool in_frame = false;
-  bool finished = false;
-
-  explicit Impl(std::unique_ptr<AtomicOutput> file) { out.file = std::move(file); }
-  explicit Impl(ByteSink& sink) { out.sink = &sink; }
-  void write_preamble(const ContainerHeader& h);
-
-  void section(const char* tag, const std::vector<uint8_t>& payload, bool u64_len) {
-    const std::vector<uint8_t> head = section_head(tag, payload.size(), u64_len);
-    const uint64_t h = section_sum(head, payload);
-    out.write(head.data(), head.size());
-    out.write(payload.data(), payload.size());
-    out.write(&h, 8);
-  }
-};
-
-ContainerWriter::ContainerWriter(const std::string& path, bool overwrite, const ContainerHeader& h)
-    : impl_(std::make_unique<Impl>(std::make_unique<AtomicOutput>(path, overwrite))) {
-  impl_->write_preamble(h);
+std::vector<gcz::StreamEntry> gcz::stream_entries(const Streams& streams) {
+  std::vector<StreamEntry> out;
+  out.reserve(streams.all().size());
+  for (const auto& s : streams.all()) out.push_back({s.name, s.width, s.view().size()});
+  return out;
 }
 
-ContainerWriter::ContainerWriter(ByteSink& sink, const ContainerHeader& h) : impl_(std::make_unique<Impl>(sink)) {
-  impl_->write_preamble(h);
-}
-
-void ContainerWriter::Impl::write_preamble(const ContainerHeader& h) {
+std::vector<uint8_t> gcz::preamble_section(const ContainerHeader& h) {
   nlohmann::ordered_json j;
   j["format"] = "gcz";
   j["tool"] = h.tool;
@@ -147,7 +114,85 @@ void ContainerWriter::Impl::write_preamble(const ContainerHeader& h) {
   w.bytes(text.data(), text.size());
   uint64_t sum = xxh3(pre.data(), pre.size());
   w.u64(sum);
-  out.write(pre.data(), pre.size());
+  return pre;
+}
+
+std::vector<uint8_t> gcz::frame_section(uint32_t index, const FrameInfo& f) {
+  std::vector<uint8_t> p;
+  ByteWriter w(p);
+  w.u32(index);
+  w.u8(f.keyframe ? 1 : 0);
+  w.str16(f.source.size() > 4096 ? f.source.substr(0, 4096) : f.source);
+  return section("FRAM", p, false);
+}
+
+std::vector<uint8_t> gcz::record_section(const TensorInfo& info, Storage storage, uint32_t variant,
+                                         std::span<const StreamEntry> streams, std::span<const uint64_t> checksums) {
+  return section("TREC", encode_meta(info, storage, variant, streams, checksums), false);
+}
+
+std::vector<uint8_t> gcz::footer_and_trailer(std::span<const FrameIndex> frames, std::span<const std::string> variants,
+                                             uint64_t footer_offset) {
+  std::vector<uint8_t> p;
+  ByteWriter w(p);
+  w.u32(static_cast<uint32_t>(frames.size()));
+  for (const auto& f : frames) {
+    w.u64(f.offset);
+    w.u32(static_cast<uint32_t>(f.records.size()));
+    for (auto [off, size] : f.records) w.u64(off), w.u64(size);
+  }
+  w.u32(static_cast<uint32_t>(variants.size()));
+  for (const auto& v : variants) {
+    w.u32(static_cast<uint32_t>(v.size()));
+    w.bytes(v.data(), v.size());
+  }
+  std::vector<uint8_t> out = section("FOOT", p, true);
+  std::vector<uint8_t> t;
+  ByteWriter tw(t);
+  tw.u64(footer_offset);
+  tw.u16(kFormatMajor);
+  tw.u16(kFormatMinor);
+  tw.u32(static_cast<uint32_t>(xxh3(t.data(), 12)));
+  tw.bytes(kEndMagic, 8);
+  out.insert(out.end(), t.begin(), t.end());
+  return out;
+}
+
+struct ContainerWriter::Impl {
+  // A named file (AtomicOutput: temporary + rename) or a caller's sink; `out` writes to either.
+  struct Out {
+    std::unique_ptr<AtomicOutput> file;
+    ByteSink* sink = nullptr;
+    uint64_t written = 0;
+    void write(const void* data, size_t n) {
+      if (file) return file->write(data, n);
+      sink->write(data, n);
+      written += n;
+    }
+    void write(const std::vector<uint8_t>& b) { write(b.data(), b.size()); }
+    uint64_t position() const noexcept { return file ? file->position() : written; }
+    void commit() {
+      if (file) return file->commit();
+      sink->finish();
+    }
+  } out;
+  std::vector<gcz::FrameIndex> frames;
+  std::vector<std::string> variants;  // ids 1..
+  std::map<std::string, uint32_t> variant_ids;
+  bool in_frame = false;
+  bool finished = false;
+
+  explicit Impl(std::unique_ptr<AtomicOutput> file) { out.file = std::move(file); }
+  explicit Impl(ByteSink& sink) { out.sink = &sink; }
+};
+
+ContainerWriter::ContainerWriter(const std::string& path, bool overwrite, const ContainerHeader& h)
+    : impl_(std::make_unique<Impl>(std::make_unique<AtomicOutput>(path, overwrite))) {
+  impl_->out.write(gcz::preamble_section(h));
+}
+
+ContainerWriter::ContainerWriter(ByteSink& sink, const ContainerHeader& h) : impl_(std::make_unique<Impl>(sink)) {
+  impl_->out.write(gcz::preamble_section(h));
 }
 
 ContainerWriter::~ContainerWriter() = default;
@@ -157,30 +202,20 @@ uint64_t ContainerWriter::bytes_written() const noexcept { return impl_->out.pos
 void ContainerWriter::begin_frame(const FrameInfo& f) {
   impl_->in_frame = true;
   impl_->frames.push_back({impl_->out.position(), {}});
-  std::vector<uint8_t> p;
-  ByteWriter w(p);
-  w.u32(static_cast<uint32_t>(impl_->frames.size() - 1));
-  w.u8(f.keyframe ? 1 : 0);
-  w.str16(f.source.size() > 4096 ? f.source.substr(0, 4096) : f.source);
-  impl_->section("FRAM", p, false);
+  impl_->out.write(gcz::frame_section(static_cast<uint32_t>(impl_->frames.size() - 1), f));
 }
 
 uint64_t record_size(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams) {
   const std::vector<uint64_t> sums(streams.all().size(), 0);  // their values do not change the size
-  uint64_t n = 4 + 4 + encode_meta(info, storage, variant, streams, sums).size() + 8;  // Impl::section
+  uint64_t n = gcz::record_section(info, storage, variant, gcz::stream_entries(streams), sums).size();
   for (const auto& s : streams.all()) n += s.view().size();
   return n;
 }
 
 std::vector<uint8_t> record_bytes(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams) {
-  const std::vector<uint8_t> meta = encode_meta(info, storage, variant, streams, stream_checksums(streams));
-  std::vector<uint8_t> out = section_head("TREC", meta.size(), false);
-  const uint64_t sum = section_sum(out, meta);
-  uint64_t n = out.size() + meta.size() + 8;
-  for (const auto& s : streams.all()) n += s.view().size();
-  out.reserve(n);
-  out.insert(out.end(), meta.begin(), meta.end());
-  ByteWriter(out).u64(sum);
+  std::vector<uint8_t> out =
+      gcz::record_section(info, storage, variant, gcz::stream_entries(streams), stream_checksums(streams));
+  out.reserve(out.size() + streams.total_bytes());
   for (const auto& s : streams.all()) out.insert(out.end(), s.view().begin(), s.view().end());
   return out;
 }
@@ -200,9 +235,16 @@ void ContainerWriter::add(const TensorInfo& info, Storage storage, uint32_t vari
                           std::span<const uint64_t> checksums) {
   if (!impl_->in_frame) fail(ErrorCode::Internal, "ContainerWriter::add outside a frame");
   uint64_t start = impl_->out.position();
-  impl_->section("TREC", encode_meta(info, storage, variant, streams, checksums), false);
+  impl_->out.write(gcz::record_section(info, storage, variant, gcz::stream_entries(streams), checksums));
   for (const auto& s : streams.all()) impl_->out.write(s.view().data(), s.view().size());
   impl_->frames.back().records.emplace_back(start, impl_->out.position() - start);
+}
+
+void ContainerWriter::add_record(uint32_t index, const TensorInfo& info, Storage storage, uint32_t variant,
+                                 Streams&& streams, std::span<const uint64_t> checksums) {
+  if (!impl_->in_frame || index != impl_->frames.back().records.size())
+    fail(ErrorCode::Internal, "ContainerWriter::add_record: record " + std::to_string(index) + " out of order");
+  add(info, storage, variant, streams, checksums);
 }
 
 uint32_t ContainerWriter::variant(const std::string& json) {
@@ -216,29 +258,7 @@ uint32_t ContainerWriter::variant(const std::string& json) {
 
 void ContainerWriter::finish() {
   if (impl_->finished) return;
-  std::vector<uint8_t> p;
-  ByteWriter w(p);
-  w.u32(static_cast<uint32_t>(impl_->frames.size()));
-  for (const auto& f : impl_->frames) {
-    w.u64(f.offset);
-    w.u32(static_cast<uint32_t>(f.records.size()));
-    for (auto [off, size] : f.records) w.u64(off), w.u64(size);
-  }
-  w.u32(static_cast<uint32_t>(impl_->variants.size()));
-  for (const auto& v : impl_->variants) {
-    w.u32(static_cast<uint32_t>(v.size()));
-    w.bytes(v.data(), v.size());
-  }
-  uint64_t footer_offset = impl_->out.position();
-  impl_->section("FOOT", p, true);
-  std::vector<uint8_t> t;
-  ByteWriter tw(t);
-  tw.u64(footer_offset);
-  tw.u16(kFormatMajor);
-  tw.u16(kFormatMinor);
-  tw.u32(static_cast<uint32_t>(xxh3(t.data(), 12)));
-  tw.bytes(kEndMagic, 8);
-  impl_->out.write(t.data(), t.size());
+  impl_->out.write(gcz::footer_and_trailer(impl_->frames, impl_->variants, impl_->out.position()));
   impl_->out.commit();
   impl_->finished = true;
 }

@@ -160,7 +160,7 @@ struct Job {
 };
 }  // namespace
 
-std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src, ContainerWriter& w) {
+std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src, RecordSink& w) {
   Impl& im = *impl_;
   const uint32_t frame = frame_;
   const bool keyframe = frame == 0 || (im.opt.keyframe_interval && frame % im.opt.keyframe_interval == 0);
@@ -245,16 +245,16 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   };
 
   // The records go to the writer in source order, whatever order the tensors finish in.
-  auto commit = [&](Job& job) {
+  auto commit = [&](Job& job, size_t index) {
     uint64_t before = w.bytes_written();
     const uint32_t variant = job.variant >= 0 ? w.variant(im.stages.variant(job.variant).pipeline().json()) : 0;
-    w.add(job.tensor.info, job.storage, variant, job.streams, job.checksums);
     TensorOutcome o;
+    for (const auto& s : job.streams.all()) o.streams.emplace_back(s.name, s.bytes.size());
+    w.add_record(static_cast<uint32_t>(index), job.tensor.info, job.storage, variant, std::move(job.streams), job.checksums);
     o.info = job.tensor.info;
     o.storage = job.storage;
     o.input_bytes = job.input_bytes;
     o.record_bytes = w.bytes_written() - before;
-    for (const auto& s : job.streams.all()) o.streams.emplace_back(s.name, s.bytes.size());
     o.kept = job.kept;
     o.times = job.times;
     o.stats = std::move(job.stats);
@@ -276,15 +276,22 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
   // encoded on the pool; their records go to the writer in source order. A tensor's bytes are
   // counted against the pool's memory budget from its load to the end of its commit.
   std::vector<uint64_t> bytes_of(src.count, 0);
+  // EncodeOptions::owns: the records this encoder keeps. A stateful pipeline that plans over the
+  // frame plans from every tensor's state (TCS's global mask from the previous aggregated
+  // update), so each tensor is encoded here to keep its state, and only the owned records kept.
+  std::vector<bool> owned(src.count, true);
+  const bool encode_all = im.stages.plans_frame() && im.stages.stateful();
   for (size_t i = 0; i < src.count; ++i) {
     const TensorInfo info = src.info(i);
-    if (is_float(info.dtype)) bytes_of[i] = info.elements() * dtype_size(info.dtype);
+    if (im.opt.owns) owned[i] = im.opt.owns(info.name);
+    if (is_float(info.dtype) && (owned[i] || encode_all)) bytes_of[i] = info.elements() * dtype_size(info.dtype);
   }
   std::vector<std::unique_ptr<Job>> slots(src.count);
   std::mutex load_mu;
   run_ordered(
       *im.opt.workers, bytes_of, threads,
-      [&](size_t i) {
+      [&](size_t i) -> uint64_t {
+        if (!owned[i] && !encode_all) return 0;  // another process's tensor: no record here
         auto job = std::make_unique<Job>();
         {
           std::lock_guard<std::mutex> lk(load_mu);
@@ -300,7 +307,7 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
         return record;
       },
       [&](size_t i) {
-        commit(*slots[i]);
+        if (slots[i] && owned[i]) commit(*slots[i], i);
         slots[i].reset();  // the tensor and its streams are freed before the next is admitted
       },
       CommitOn::AnyThread,  // the writer is used by one thread at a time, in record order

@@ -44,6 +44,13 @@ struct EncodeOptions {
   std::function<void(const TensorInfo&)> progress;
   // The helper threads to use (make_workers); null: the encoder makes its own.
   std::shared_ptr<Workers> workers;
+  // Which tensors, by name, this encoder encodes (null: all): one process's share of a
+  // container that several write together (ContainerPart). The others are neither loaded nor
+  // encoded, but are checked as every tensor is (names, sizes, the same tensors in every frame)
+  // and take part in a frame plan (PipelineStages::plan_frame), which may load them; a stateful
+  // pipeline that plans over the frame (tcs) encodes them all, to keep every tensor's state for
+  // the next frame's plan, and hands on the owned records only.
+  std::function<bool(const std::string&)> owns;
 };
 
 // What happened to one tensor of one frame.
@@ -94,7 +101,7 @@ class SequenceEncoder {
   ContainerHeader header(const std::string& inputs_json) const;
   // Encodes one frame into `writer` (records in source order). Non-floating tensors are stored
   // as pass-through records. Returns one outcome per tensor.
-  std::vector<TensorOutcome> encode_frame(const FrameSource& frame, ContainerWriter& writer);
+  std::vector<TensorOutcome> encode_frame(const FrameSource& frame, RecordSink& writer);
   uint32_t frames_done() const noexcept { return frame_; }
 
  private:

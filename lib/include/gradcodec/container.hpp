@@ -89,7 +89,24 @@ RecordMeta parse_record(std::span<const uint8_t> rec, uint64_t offset, size_t va
 // The XXH3-64 checksum of each stream, in order: what a record's metadata stores.
 std::vector<uint64_t> stream_checksums(const Streams& streams);
 
-class ContainerWriter {
+// Where SequenceEncoder puts a frame's records, in record order: a ContainerWriter, or one
+// process's ContainerPart of a container that several write together (container_part.hpp).
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  virtual void begin_frame(const FrameInfo& frame) = 0;
+  // The id a record made by the pipeline variant `pipeline_json` (canonical JSON) carries.
+  virtual uint32_t variant(const std::string& pipeline_json) = 0;
+  // Record `index` of the current frame (the tensor's place in it), its streams' checksums
+  // computed beforehand (stream_checksums); the sink may keep the streams. A writer takes every
+  // index in order; a part, some of them in increasing order.
+  virtual void add_record(uint32_t index, const TensorInfo& info, Storage storage, uint32_t variant,
+                          Streams&& streams, std::span<const uint64_t> checksums) = 0;
+  // The bytes the records added so far take (the container's, for a writer).
+  virtual uint64_t bytes_written() const noexcept = 0;
+};
+
+class ContainerWriter final : public RecordSink {
  public:
   // Opens the output (temp file + rename; "-" = stdout) and writes preamble and header.
   ContainerWriter(const std::string& path, bool overwrite, const ContainerHeader& header);
@@ -97,18 +114,20 @@ class ContainerWriter {
   // last byte. A writer destroyed before finish() leaves the sink with an incomplete container.
   ContainerWriter(ByteSink& sink, const ContainerHeader& header);
   ~ContainerWriter();
-  void begin_frame(const FrameInfo& frame);
+  void begin_frame(const FrameInfo& frame) override;
   void add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams);
   // The same, with the streams' checksums computed beforehand by stream_checksums(streams) (the
   // encoder's workers do it in parallel, so the writer, used one record at a time, only writes).
   // A count that does not match the streams is refused (Internal).
   void add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams,
            std::span<const uint64_t> checksums);
+  void add_record(uint32_t index, const TensorInfo& info, Storage storage, uint32_t variant, Streams&& streams,
+                  std::span<const uint64_t> checksums) override;
   // Registers a pipeline variant (canonical JSON); returns its id (≥ 1). Same JSON, same id.
-  uint32_t variant(const std::string& pipeline_json);
+  uint32_t variant(const std::string& pipeline_json) override;
   // Writes footer and trailer and moves the file into place.
   void finish();
-  uint64_t bytes_written() const noexcept;
+  uint64_t bytes_written() const noexcept override;
 
  private:
   struct Impl;

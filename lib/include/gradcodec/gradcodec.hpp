@@ -111,6 +111,41 @@ class Encoder {
   std::unique_ptr<Impl> impl_;
 };
 
+// One process's share of a container that several processes write together, as the ranks of an
+// MPI job do (docs/scale-out.md). Every process makes a PartEncoder with the same options and
+// gives it the same frames (add_frame); each encodes only the tensors `owns` selects by name,
+// in every frame (a stateful pipeline's state stays in one process), and holds their records in
+// memory. The processes then exchange describe() (a few dozen bytes per record), and each calls
+// write() with all of them: the file holds, byte for byte, what one Encoder given the same
+// frames, options and inputs_json writes. The library does no communication and no file I/O here:
+// the caller moves the descriptions and places the bytes.
+class PartEncoder {
+ public:
+  PartEncoder(const EncoderOptions& options, std::function<bool(const std::string& name)> owns);
+  PartEncoder(PartEncoder&&) noexcept;
+  PartEncoder& operator=(PartEncoder&&) noexcept;
+  ~PartEncoder();
+
+  // Encodes this part's tensors of the frame. Every tensor's metadata is checked as Encoder
+  // checks it, so every part refuses the same frame; a pipeline that plans over a whole frame
+  // (PipelineStages::plan_frame) reads every tensor in every part, and a stateful one (tcs)
+  // encodes every tensor in every part, for their states. Returns this part's tensors.
+  std::vector<TensorSummary> add_frame(const FrameSource& frame);
+  // What the other parts need of this one: its records' metadata and figures, not their bytes.
+  std::vector<uint8_t> describe() const;
+  // Hands write_at(offset, bytes) this part's bytes of the container made of `parts` (every
+  // part's describe(), this one's among them): its records and, when `lead` (one part), the
+  // header, the frames' sections and the footer. Returns the whole container's figures, the same
+  // in every part.
+  using WriteAt = std::function<void(uint64_t offset, std::span<const uint8_t> bytes)>;
+  EncodeSummary write(std::span<const std::vector<uint8_t>> parts, bool lead, const WriteAt& write_at) const;
+  std::string pipeline_text() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 struct DecoderOptions {
   unsigned threads = 1;  // worker threads for decode_frame (0: one per core)
   // Largest working memory one tensor may need to decode; a record over it is refused
