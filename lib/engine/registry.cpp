@@ -12,6 +12,7 @@
 #include "sparsify/bird.hpp"
 #include "sparsify/dgc.hpp"
 #include "sparsify/randk.hpp"
+#include "sparsify/smartidx.hpp"
 #include "sparsify/threshold.hpp"
 #include "sparsify/tcs.hpp"
 #include "sparsify/topk.hpp"
@@ -174,6 +175,19 @@ const std::vector<StageEntry>& build_table() {
        .summary = "time-correlated sparsification: values of the previous update's top positions + coded top of the residual",
        .source = "Ozfatura, Ozfatura & Gündüz 2021 (TCS) §II-A..C, Algorithm 2, §II-E position code",
        .example = "tcs(global=0.05, local=0.01)"},
+      {.name = "smartidx",
+       .kind = StageKind::Sparsifier,
+       .version = 1,
+       .params = {{.name = "ratio", .type = ParamType::Float, .min = 0, .max = 1, .min_exclusive = true,
+                   .help = "fraction selected by top-k, (0, 1] (or k)"},
+                  {.name = "k", .type = ParamType::Int, .min = 1, .max = 1e18,
+                   .help = "count selected by top-k (or ratio)"},
+                  {.name = "kernel", .type = ParamType::Float, .default_text = "0.5", .min = 0, .max = 1, .min_exclusive = true,
+                   .help = "4-D conv weights: a kernel with at least this fraction of its kh*kw elements selected is sent whole"}},
+       .make = make_smartidx,
+       .summary = "SmartIdx: top-k, promoted conv kernels sent whole, kernels grouped by sign pattern, Rice-coded indices",
+       .source = "Wu, Zou, Zhang et al. 2022 (SmartIdx, AAAI); BIRD+ (Wu et al. 2023) §IV as SMT",
+       .example = "smartidx(ratio=0.01, kernel=0.5)"},
       // ---- low-rank ----
       {.name = "powersgd",
        .kind = StageKind::LowRank,
@@ -418,7 +432,7 @@ const StageEntry* find_stage(const std::string& name) noexcept {
 
 const char* alternative_param(const std::string& stage, const std::string& param) noexcept {
   // Each pair once; the stages' factories refuse both given at once (KeepCount::from, bird+).
-  static constexpr const char* kPairs[][3] = {{"topk", "ratio", "k"}, {"randk", "ratio", "k"}, {"bird+", "gamma", "keep"}};
+  static constexpr const char* kPairs[][3] = {{"topk", "ratio", "k"}, {"randk", "ratio", "k"}, {"bird+", "gamma", "keep"}, {"smartidx", "ratio", "k"}};
   for (const auto& p : kPairs) {
     if (stage != p[0]) continue;
     if (param == p[1]) return p[2];
@@ -483,6 +497,9 @@ const std::vector<Preset>& preset_table() {
       {.name = "bird+",
        .pipeline = "bird+(gamma=1.4) | sign | plain | lzma(stream=index)",
        .source = "BIRD+ with gamma 1.4: gamma-corrected count, uniform choice, sign values, LZMA indices (Wu et al. 2023)"},
+      {.name = "smartidx",
+       .pipeline = "smartidx(ratio=0.01, kernel=0.5)",
+       .source = "SmartIdx: top-1%, conv kernels with half their elements selected sent whole and grouped by sign pattern, Rice-coded indices, fp32 values (Wu et al. AAAI 2022)"},
       {.name = "tcs",
        .pipeline = "tcs(global=0.01, local=0.001)",
        .source = "TCS: 1% global mask from the previous update + 0.1% coded local positions, fp32 values (Ozfatura, Ozfatura & Gündüz 2021 (TCS), Table I)"},
