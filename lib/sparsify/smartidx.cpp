@@ -56,9 +56,10 @@ uint64_t smartidx_kernel_size(const std::vector<uint64_t>& shape) noexcept {
 }
 
 SmartIdxPackages smartidx_select(std::span<const float> v, const std::vector<uint64_t>& shape, uint64_t k,
-                                 double kernel) {
+                                 double kernel, uint64_t* nonfinite) {
   SmartIdxPackages pk;
-  std::vector<uint64_t> top = topk_select(v, k);
+  std::vector<uint64_t> top = topk_select(v, k, nonfinite);
+  if (nonfinite && *nonfinite) return pk;
   const uint64_t m = smartidx_kernel_size(shape);
   if (m == 1) {
     pk.individual = std::move(top);
@@ -189,16 +190,18 @@ class SmartIdx final : public Reducer {
   bool needs_index_coder() const noexcept override { return false; }
   bool values_exact() const noexcept override { return false; }  // kernel packages carry |v|
   bool screens_nonfinite() const noexcept override { return true; }
+  bool reads_f32_view() const noexcept override { return true; }
   // Kernel packages send unselected elements too: up to every element of the tensor.
   double kept_fraction(const TensorInfo&) const noexcept override { return 1; }
 
   void encode(Payload& p, Streams& out, const StageContext&) override {
-    const std::span<const float> v = p.f32_view();
-    if (p.source && p.exact && p.source->dtype() == DType::F32) {
-      for (float x : v) p.nonfinite += !std::isfinite(x);
-      if (p.nonfinite) return;  // the codec refuses the tensor or stores it raw
-    }
-    const SmartIdxPackages pk = smartidx_select(v, p.info->shape, count_.of(p.n), kernel_);
+    const std::span<const float> v = p.f32_view();  // an f32 source is read in place
+    // Screened only while the values are the f32 input's own (no transform changed them): the
+    // top-k's first pass counts NaN/Inf and stops there when there are any.
+    const bool screen = p.source && p.exact && p.source->dtype() == DType::F32;
+    const SmartIdxPackages pk =
+        smartidx_select(v, p.info->shape, count_.of(p.n), kernel_, screen ? &p.nonfinite : nullptr);
+    if (p.nonfinite) return;  // the codec refuses the tensor or stores it raw
     Stream& s = out.add(kIndexStream);
     smartidx_write(pk, p.n, s.bytes);
     std::vector<uint64_t> index(pk.individual);

@@ -52,9 +52,10 @@ struct SmartIdxPackages {
 uint64_t smartidx_kernel_size(const std::vector<uint64_t>& shape) noexcept;
 
 // Packages for `v` (the tensor's f32 values, `shape` its shape): top-k of k values, kernels
-// promoted at `kernel` (fraction of m). `v` must be finite.
+// promoted at `kernel` (fraction of m). With `nonfinite`, the top-k's first pass counts the NaN/Inf
+// elements into it, and when there are any no package is made (as topk_select).
 SmartIdxPackages smartidx_select(std::span<const float> v, const std::vector<uint64_t>& shape, uint64_t k,
-                                 double kernel);
+                                 double kernel, uint64_t* nonfinite = nullptr);
 
 // The `index` stream of `pk` (appended to `out`), and its exact size in bits before padding.
 void smartidx_write(const SmartIdxPackages& pk, uint64_t d, std::vector<uint8_t>& out);
