@@ -6,6 +6,7 @@ the must-fail containers.
 
     python3 tests/fuzz/make_corpus.py build/apps/gradcodec
     python3 tests/fuzz/make_corpus.py build/apps/gradcodec torch   # only corpus/torch (needs torch)
+    python3 tests/fuzz/make_corpus.py build/apps/gradcodec smartidx   # only corpus/smartidx
 """
 import io
 import json
@@ -78,8 +79,28 @@ def torch_corpus():
     put("torch", "memo_bomb.pkl", b"\x80\x02N" + b"".join(b"r" + struct.pack("<I", i) for i in range(4096)) + b".")
 
 
+def smartidx_corpus():
+    """smartidx: [shape byte] + package streams (docs/stages.md "smartidx"): the documented example
+    of a [4, 1, 3, 3] weight, it cut short, an empty stream of the 64-element vector, and streams
+    the stage writes for the fuzz target's shapes (`gradcodec encode` of one tensor, read back from
+    the container is more than a seed needs: these are written by hand from the layout)."""
+    example = [0x01, 0x05, 0x01, 0x02, 0x00, 0xB5, 0x63, 0x40]
+    put("smartidx", "example_4x1x3x3.bin", bytes([0] + example))
+    put("smartidx", "example_cut.bin", bytes([0] + example[:6]))
+    put("smartidx", "empty_64.bin", bytes([5, 0x00, 0x00, 0x00]))
+    # [2, 3, 3, 3]: individual positions 0 and 40 (b = 0: gaps 0 and 39 in unary), no pattern
+    bits = "1" + "0" * 39 + "1"
+    bits += "0" * (-len(bits) % 8)
+    put("smartidx", "individual_2x3x3x3.bin",
+        bytes([1, 0x02, 0x00, 0x00]) + int(bits, 2).to_bytes(len(bits) // 8, "big"))
+
+
 def main():
     exe = os.path.abspath(sys.argv[1])
+    if len(sys.argv) > 2 and sys.argv[2] == "smartidx":
+        smartidx_corpus()
+        print(f"wrote {len(os.listdir(os.path.join(CORPUS, 'smartidx')))} seed inputs to {CORPUS}/smartidx")
+        return
     if len(sys.argv) > 2 and sys.argv[2] == "torch":
         torch_corpus()
         print(f"wrote {len(os.listdir(os.path.join(CORPUS, 'torch')))} seed inputs to {CORPUS}/torch")
@@ -173,6 +194,7 @@ def main():
                 blob += struct.pack("<I", len(part)) + part
             put("merge", f"{i}_{preset}_{count}.bin", blob + parts[-1])
     torch_corpus()
+    smartidx_corpus()
     corrupt = os.path.join(ROOT, "test_data", "corrupt")
     for f in sorted(os.listdir(corrupt)):
         if f.endswith(".gcz"):
