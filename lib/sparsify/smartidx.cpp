@@ -160,22 +160,26 @@ SmartIdxPackages smartidx_read(std::span<const uint8_t> s, uint64_t d, uint64_t 
                             std::to_string(bits.size() * 8));
   BitReader r(bits, "smartidx index stream");
   pk.individual = get_gaps(r, ki, d, bi);
-  std::vector<uint8_t> taken(np > 0 ? pk.kernels : 0, 0);  // K ≤ d: the tensor's own size
+  // The kernels of all pattern packages, sorted (Σ c_p ≤ the stream's bits: no allocation beyond
+  // the stream's size, whatever the tensor's), to find a kernel in two packages and an individual
+  // position inside a kernel package.
+  std::vector<uint64_t> all;
+  all.reserve(total);
   for (uint64_t i = 0; i < np; ++i) {
     SmartIdxPackages::Pattern p;
-    p.negative.resize(m);
+    p.negative.resize(m);  // m ≤ the stream's bits (checked above)
     for (uint64_t e = 0; e < m; ++e) p.negative[e] = r.bit() ? 1 : 0;
     p.kernels = get_gaps(r, counts[i], pk.kernels, bp[i]);
-    for (uint64_t j : p.kernels) {
-      if (taken[j]) idx::corrupt(kName, "kernel " + std::to_string(j) + " is in two pattern packages");
-      taken[j] = 1;
-    }
+    all.insert(all.end(), p.kernels.begin(), p.kernels.end());
     pk.patterns.push_back(std::move(p));
   }
   idx::expect_padding(r, kName);
-  if (np > 0)
+  std::sort(all.begin(), all.end());
+  if (auto dup = std::adjacent_find(all.begin(), all.end()); dup != all.end())
+    idx::corrupt(kName, "kernel " + std::to_string(*dup) + " is in two pattern packages");
+  if (!all.empty())
     for (uint64_t x : pk.individual)
-      if (x / m < pk.kernels && taken[x / m])
+      if (std::binary_search(all.begin(), all.end(), x / m))
         idx::corrupt(kName, "individual position " + std::to_string(x) + " lies in kernel package " +
                                 std::to_string(x / m));
   return pk;
@@ -225,7 +229,15 @@ class SmartIdx final : public Reducer {
 
   void prepare_decode(Payload& p, const Streams& in, const StageContext&) override {
     const SmartIdxPackages pk = smartidx_read(in.get(kIndexStream), p.n, smartidx_kernel_size(p.info->shape));
+    // Every value codec spends at least one bit per value: refuse a value count the streams
+    // cannot hold before holding that many positions (distinct, so at most n of them).
+    uint64_t values = pk.individual.size();
+    for (const auto& pt : pk.patterns) values += pt.kernels.size() * pk.m;
+    if (values / 8 > in.total_bytes())
+      fail(ErrorCode::Corrupt, "smartidx: streams of " + std::to_string(in.total_bytes()) + " bytes cannot hold " +
+                                   std::to_string(values) + " values");
     p.index = pk.individual;
+    p.index.reserve(values);
     for (const auto& pt : pk.patterns)
       for (uint64_t j : pt.kernels)
         for (uint64_t e = 0; e < pk.m; ++e) p.index.push_back(j * pk.m + e);

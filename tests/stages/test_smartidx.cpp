@@ -226,3 +226,34 @@ TEST_CASE("smartidx preset and registry row", "[smartidx][registry]") {
   CHECK_THROWS_WITH(Pipeline::parse("smartidx(ratio=0.1) | golomb"), Catch::Contains("golomb"));
   CHECK_THROWS_WITH(Pipeline::parse("smartidx(ratio=0.1, k=3)"), Catch::Contains("smartidx"));
 }
+
+TEST_CASE("smartidx refuses more values than the streams can hold before holding their positions", "[smartidx]") {
+  // A [2^20, 2^10, 3, 3] weight (9.7e9 elements, 38 GB as f32) and a 110-byte package stream
+  // naming 800 kernels: 7,200 values, which 114 bytes of streams cannot hold.
+  TensorInfo info;
+  info.name = "huge.weight";
+  info.dtype = DType::F32;
+  info.shape = {uint64_t{1} << 20, 1024, 3, 3};
+  std::vector<uint8_t> s = {0x00, 0x00, 0x01, 0xA0, 0x06, 0x00};  // k_i 0, b_i 0, P 1, c 800, b_p 0
+  BitWriter bw(s);
+  bw.put(0, 9);                                  // the pattern
+  for (int j = 0; j < 800; ++j) bw.bit(true);    // kernels 0..799: gaps 0 with b = 0
+  bw.flush();
+  const SmartIdxPackages pk = smartidx_read(s, info.elements(), 9);
+  REQUIRE(pk.patterns.size() == 1);
+  CHECK(pk.patterns[0].kernels.size() == 800);
+  PipelineStages stages(Pipeline::parse("smartidx(ratio=0.01)"));
+  Streams in;
+  in.add("index").bytes = s;
+  in.add("value", 4).bytes.assign(4, 0);
+  StageContext ctx;
+  ctx.info = &info;
+  PipelineStages::TensorState state;
+  try {
+    stages.decode(info, std::move(in), true, ctx, state);
+    FAIL("decoded");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Corrupt);
+    CHECK_THAT(e.what(), Catch::Contains("cannot hold 7200 values"));
+  }
+}
