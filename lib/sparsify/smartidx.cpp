@@ -195,8 +195,18 @@ class SmartIdx final : public Reducer {
   bool values_exact() const noexcept override { return false; }  // kernel packages carry |v|
   bool screens_nonfinite() const noexcept override { return true; }
   bool reads_f32_view() const noexcept override { return true; }
-  // Kernel packages send unselected elements too: up to every element of the tensor.
-  double kept_fraction(const TensorInfo&) const noexcept override { return 1; }
+  // Each selected element promotes at most its own kernel: at most k·m values (m = 1 when the
+  // tensor is not cut into kernels).
+  double kept_fraction(const TensorInfo& t) const noexcept override {
+    const uint64_t d = t.elements();
+    if (d == 0) return 1.0;
+    const double k = static_cast<double>(count_.of(d)) * static_cast<double>(smartidx_kernel_size(t.shape));
+    return std::min(1.0, k / static_cast<double>(d));
+  }
+  // The input is read in place: topk_select's candidates (4 per element at most), and per kept
+  // value the selection's and the payload's u64 positions, its f32 value and its share of the
+  // package stream (under 2 bytes).
+  double work_per_element(const TensorInfo&, double kept) const noexcept override { return 4 + 22 * kept; }
 
   void encode(Payload& p, Streams& out, const StageContext&) override {
     const std::span<const float> v = p.f32_view();  // an f32 source is read in place
