@@ -4,6 +4,7 @@
 # Skips apt entirely when everything is already installed.
 set -euo pipefail
 PACKAGES=(cmake g++ make pkg-config libcli11-dev libhdf5-dev libeigen3-dev liblzma-dev libzstd-dev
+  libzfp-dev libfpzip-dev
   libxxhash-dev catch2 nlohmann-json3-dev libzip-dev zlib1g-dev libbenchmark-dev
   python3-numpy python3-h5py pybind11-dev python3-dev python3-pytest python3-torch
   python3-matplotlib libopenmpi-dev openmpi-bin)

@@ -31,6 +31,8 @@
 #include "quantize/sign.hpp"
 #include "quantize/ssdm.hpp"
 #include "quantize/terngrad.hpp"
+#include "quantize/zfp.hpp"
+#include "quantize/fpzip.hpp"
 // index coders
 #include "index/bitmap.hpp"
 #include "index/bloom.hpp"
@@ -316,6 +318,29 @@ const std::vector<StageEntry>& build_table() {
                   "the positions then travel in value order",
        .source = "DeepReduce: Kostopoulou 2020 (MSc thesis) §4 (4.2.1 logit, 4.2.2 polynomial segments, 4.3.1 double exponential)",
        .example = "topk(ratio=0.1) | curvefit(segments=2)"},
+      {.name = "zfp",
+       .kind = StageKind::Quantizer,
+       .version = 1,
+       .params = {{.name = "mode", .type = ParamType::Choice, .default_text = "rate",
+                   .choices = {"rate", "precision", "accuracy", "reversible"},
+                   .help = "fixed rate, fixed precision, fixed accuracy, or reversible (lossless)"},
+                  {.name = "rate", .type = ParamType::Float, .min = 2.25, .max = 32,
+                   .help = "mode=rate: bits per value, 2.25..32 (round(4*rate) bits per block of 4)"},
+                  int_param("precision", "", 1, 32, "mode=precision: bit planes coded per block, 1..32"),
+                  {.name = "tolerance", .type = ParamType::Float, .min = 1e-38, .max = 1e38,
+                   .help = "mode=accuracy: largest absolute error, > 0"}},
+       .make = make_zfp,
+       .summary = "zfp: blocks of 4 values, block-floating-point + decorrelating transform + embedded bit planes",
+       .source = "Lindstrom 2014 (Fixed-Rate Compressed Floating-Point Arrays, IEEE TVCG); zfp 1.0",
+       .example = "zfp(mode=rate, rate=8)"},
+      {.name = "fpzip",
+       .kind = StageKind::Quantizer,
+       .version = 1,
+       .params = {int_param("precision", "0", 0, 32, "leading bits kept per value, 2..32; 0 = all (lossless)")},
+       .make = make_fpzip,
+       .summary = "fpzip: predictive coding of the values' integer images, range coded; lossless or reduced precision",
+       .source = "Lindstrom & Isenburg 2006 (Fast and Efficient Compression of Floating-Point Data, IEEE TVCG); fpzip 1.3",
+       .example = "fpzip(precision=16)"},
       // ---- index coders ----
       {.name = "plain",
        .kind = StageKind::IndexCoder,
@@ -521,6 +546,21 @@ const std::vector<Preset>& preset_table() {
       {.name = "accordion-topk",
        .pipeline = "ef | accordion(mild=\"topk(ratio=0.99)\", aggressive=\"topk(ratio=0.1)\")",
        .source = "Accordion over top-k 99% (critical) / 10% with error feedback (Agarwal et al. 2021; Makkar 2023 (survey) §4.3)"},
+      {.name = "zfp-rate4",
+       .pipeline = "zfp(mode=rate, rate=4)",
+       .source = "zfp fixed rate, 4 bits per value (Lindstrom 2014)"},
+      {.name = "zfp-rate8",
+       .pipeline = "zfp(mode=rate, rate=8)",
+       .source = "zfp fixed rate, 8 bits per value (Lindstrom 2014)"},
+      {.name = "zfp-acc",
+       .pipeline = "zfp(mode=accuracy, tolerance=1e-5)",
+       .source = "zfp fixed accuracy, absolute error <= 1e-5 (Lindstrom 2014)"},
+      {.name = "fpzip",
+       .pipeline = "fpzip",
+       .source = "fpzip lossless (Lindstrom & Isenburg 2006)"},
+      {.name = "fpzip-16",
+       .pipeline = "fpzip(precision=16)",
+       .source = "fpzip, 16 leading bits per value kept (Lindstrom & Isenburg 2006)"},
   };
   return presets;
 }

@@ -49,7 +49,7 @@ def test_readme_demo_table_is_the_bench_table():
     names = [l.split()[0] for l in presets.decode().splitlines() if l and not l.startswith(" ")]
     assert [r[0] for r in rows] == names, "the README's demo table does not list the presets in order"
     # 12 figures (a speed may carry the '!' of a row whose runs spread more than 2x), then the runs
-    bad = [r[0] for r in rows if len(r) != 14 or not all(re.fullmatch(r"-?[0-9.]+!?", x) for x in r[1:13])
+    bad = [r[0] for r in rows if len(r) != 14 or not all(re.fullmatch(r"-?[0-9.]+(e[-+][0-9]+)?!?", x) for x in r[1:13])
            or not re.fullmatch(r"[0-9]+/[0-9]+", r[13])]
     assert not bad, f"README demo rows without the table's 12 figures and runs: {bad}"
 

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "quantize/fpzip.hpp"
+
+#include "base/checksum.hpp"
+#include "quantize/codes.hpp"
+
+#include <fpzip.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gradcodec::stages {
+
+namespace {
+
+constexpr uint64_t kChunk = 65536;  // values per fpzip stream
+// fpzip's range decoder reads at most 4 bytes ahead, then at most 5 bytes per coding step, and a
+// float takes at most 3 steps (a model symbol and two raw parts of at most 16 bits): bytes read
+// past a chunk's end stay inside this much zero padding.
+constexpr uint64_t kPadPerValue = 16;
+constexpr uint64_t kPadFixed = 64;
+
+// fpzip 1.3 reports errors through fpzip_errno, one process-wide variable that every call of
+// the library writes: calls are serialised so that threads encoding tensors at once do not race.
+std::mutex& fpzip_lock() {
+  static std::mutex m;
+  return m;
+}
+
+void put_u32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+uint64_t get_le(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+class Fpzip final : public Quantizer {
+ public:
+  explicit Fpzip(int precision) : precision_(precision) {}
+
+  void encode(Payload& p, Streams& out, const StageContext&) override {
+    const std::span<const float> v = codes::coded_values(p);
+    Stream& s = out.add(kValueStream, 1);
+    if (v.empty()) return;
+    std::vector<uint8_t>& w = s.bytes;
+    w.assign(8, 0);
+    // Room for one chunk (fpzip's output of incompressible floats stays within about 4.1 bytes a
+    // value), no more than the values need: a bias of ten values does not zero 512 KiB.
+    std::vector<uint8_t> buf(std::min<uint64_t>(kChunk, v.size()) * 8 + 1024);
+    for (uint64_t first = 0; first < v.size(); first += kChunk) {
+      const uint64_t n = std::min<uint64_t>(kChunk, v.size() - first);
+      size_t bytes = 0;
+      {
+        std::lock_guard<std::mutex> lock(fpzip_lock());
+        FPZ* fpz = fpzip_write_to_buffer(buf.data(), buf.size());
+        if (!fpz) fail(ErrorCode::Internal, "fpzip: cannot open a stream");
+        fpz->type = FPZIP_TYPE_FLOAT, fpz->prec = precision_;
+        fpz->nx = static_cast<int>(n), fpz->ny = 1, fpz->nz = 1, fpz->nf = 1;
+        bytes = fpzip_write(fpz, v.data() + first);
+        fpzip_write_close(fpz);
+        if (bytes == 0) fail(ErrorCode::Internal, std::string("fpzip: ") + fpzip_errstr[fpzip_errno]);
+      }
+      put_u32(w, static_cast<uint32_t>(bytes));
+      w.insert(w.end(), buf.begin(), buf.begin() + static_cast<ptrdiff_t>(bytes));
+    }
+    const uint64_t h = xxh3(w.data() + 8, w.size() - 8);
+    for (int i = 0; i < 8; ++i) w[i] = static_cast<uint8_t>(h >> (8 * i));
+  }
+
+  // Every length is checked against the stream and the hash against its bytes before fpzip sees
+  // them; each chunk is decoded from a copy followed by zero padding (fpzip's buffer reader has
+  // no end), and must end exactly where its length says.
+  void decode(Payload& p, const Streams& in, const StageContext&) override {
+    const std::span<const uint8_t> b = in.get(kValueStream);
+    const uint64_t count = p.value_count();
+    p.values.clear();
+    if (count == 0) {
+      if (!b.empty()) fail(ErrorCode::Corrupt, "fpzip: value stream holds " + std::to_string(b.size()) + " bytes for no values");
+      return;
+    }
+    if (b.size() < 8) fail(ErrorCode::Corrupt, "fpzip: value stream of " + std::to_string(b.size()) + " bytes has no hash");
+    if (xxh3(b.data() + 8, b.size() - 8) != get_le(b.data(), 8))
+      fail(ErrorCode::Corrupt, "fpzip: value stream does not match its hash");
+    const uint64_t chunks = (count + kChunk - 1) / kChunk;
+    // The chunk lengths first, so that a short stream is refused before anything is allocated.
+    std::vector<std::span<const uint8_t>> parts;
+    uint64_t pos = 8;
+    for (uint64_t c = 0; c < chunks; ++c) {
+      if (b.size() - pos < 4) fail(ErrorCode::Corrupt, "fpzip: value stream ends before chunk " + std::to_string(c));
+      const uint64_t len = get_le(b.data() + pos, 4);
+      pos += 4;
+      if (len < 4 || len > b.size() - pos)
+        fail(ErrorCode::Corrupt, "fpzip: chunk " + std::to_string(c) + " claims " + std::to_string(len) + " bytes, " +
+                                     std::to_string(b.size() - pos) + " left");
+      parts.push_back(b.subspan(pos, len));
+      pos += len;
+    }
+    if (pos != b.size())
+      fail(ErrorCode::Corrupt, "fpzip: " + std::to_string(b.size() - pos) + " bytes after the last chunk");
+    p.values.resize(count);
+    std::vector<uint8_t> copy;
+    for (uint64_t c = 0; c < chunks; ++c) {
+      const uint64_t n = std::min<uint64_t>(kChunk, count - c * kChunk);
+      copy.assign(parts[c].size() + n * kPadPerValue + kPadFixed, 0);
+      std::memcpy(copy.data(), parts[c].data(), parts[c].size());
+      size_t read = 0;
+      {
+        std::lock_guard<std::mutex> lock(fpzip_lock());
+        FPZ* fpz = fpzip_read_from_buffer(copy.data());
+        if (!fpz) fail(ErrorCode::Internal, "fpzip: cannot open a stream");
+        fpz->type = FPZIP_TYPE_FLOAT, fpz->prec = precision_;
+        fpz->nx = static_cast<int>(n), fpz->ny = 1, fpz->nz = 1, fpz->nf = 1;
+        read = fpzip_read(fpz, p.values.data() + c * kChunk);
+        fpzip_read_close(fpz);
+      }
+      if (read != parts[c].size())
+        fail(ErrorCode::Corrupt, "fpzip: chunk " + std::to_string(c) + " decodes from " + std::to_string(read) +
+                                     " bytes, its length says " + std::to_string(parts[c].size()));
+    }
+  }
+
+ private:
+  int precision_;  // 0: full (lossless)
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_fpzip(const Params& p, uint32_t) {
+  const auto prec = p.integer("precision");
+  if (prec == 1) fail(ErrorCode::Usage, "fpzip: precision must be 0 (lossless) or 2..32 bits, got 1");
+  return std::make_unique<Fpzip>(static_cast<int>(prec));
+}
+
+}  // namespace gradcodec::stages
