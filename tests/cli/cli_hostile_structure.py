@@ -346,6 +346,25 @@ def one_clean_line(cmd, code, contains):
     return line
 
 
+def test_altered_zfp_and_fpzip_streams_are_corrupt():
+    # Checksums re-sealed, so the stage's own checks must refuse the stream: zfp's blocks would
+    # run past the stream's end (all bits set), fpzip's hash no longer matches (one bit flipped).
+    a = np.linspace(-1e-3, 1e-3, 1000, dtype=np.float32) * np.cos(np.arange(1000, dtype=np.float32))
+    np.savez(path("z.npz"), w=a, b=np.ones(3, np.float32))
+    for pipeline, stage in (("zfp(mode=accuracy, tolerance=1e-7)", "zfp"), ("zfp(mode=reversible)", "zfp"),
+                            ("fpzip", "fpzip"), ("fpzip(precision=16)", "fpzip")):
+        run("encode", path("z.npz"), "-o", path("z.gcz"), "--pipeline", pipeline, "--quiet", "--force")
+        g = Gcz(open(path("z.gcz"), "rb").read())
+        i = next(k for k in range(2) if len(g.stream(0, k, "value")) > 100)  # w
+        v = bytearray(g.stream(0, i, "value"))
+        if stage == "zfp":
+            v[:] = b"\xff" * len(v)
+        else:
+            v[20] ^= 0x04
+        g.set_stream(0, i, "value", bytes(v))
+        refused(g.bytes(), 3, contains=(f"(tensor w)", f": {stage}: "))
+
+
 def test_a_stream_name_twice_in_a_record_is_corrupt():
     # docs/stages.md: a reader looks streams up by name, and a name appears at most once in a
     # record. Renaming a record's `index` stream to `value` (same length, checksums resealed)
