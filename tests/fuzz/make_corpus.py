@@ -160,6 +160,16 @@ def main():
         put("stages", f"preset{k:02d}_cut.bin", bytes([k, (k + 3) % 8, 0x81, 5, 0, 1, 2, 3, 4, 5]))
         put("stages", f"preset{k:02d}_flip.bin", bytes([k, (k + 5) % 8, 0, 0xFF, 0xFF, 0, 0, 0, 0x40]))
 
+    # float: [stage text index, u16 value count] + the value stream (fuzz_float.cpp's texts 0-7:
+    # five zfp modes, three fpzip precisions); fixed-rate zfp accepts any bytes of its exact size
+    for k in range(8):
+        put("float", f"text{k}_empty.bin", bytes([k, 0, 0]))
+        put("float", f"text{k}_ones.bin", bytes([k, 100, 0]) + b"\xff" * 64)
+        put("float", f"text{k}_zeros.bin", bytes([k, 17, 0]) + b"\x00" * 40)
+    frng = np.random.default_rng(46)  # its own generator: the later sections keep their bytes
+    put("float", "rate4_exact.bin", bytes([0, 100, 0]) + frng.integers(0, 256, 50, dtype=np.uint8).tobytes())
+    put("float", "fpzip_chunk.bin", bytes([5, 8, 0]) + struct.pack("<I", 40) + frng.integers(0, 256, 40, dtype=np.uint8).tobytes())
+
     # container: the worked example, the must-fail fixtures, and small containers of every preset
     with tempfile.TemporaryDirectory() as tmp:
         g = os.path.join(tmp, "g.npz")
