@@ -22,6 +22,9 @@ constexpr uint64_t kChunk = 65536;  // values per fpzip stream
 // past a chunk's end stay inside this much zero padding.
 constexpr uint64_t kPadPerValue = 16;
 constexpr uint64_t kPadFixed = 64;
+// fpzip's coded size per value at worst (incompressible floats, measured under 4.1): the stream's
+// reservation; an overrun only makes the vector grow.
+constexpr double kBytesPerValue = 4.2;
 
 // fpzip 1.3 reports errors through fpzip_errno, one process-wide variable that every call of
 // the library writes: calls are serialised so that threads encoding tensors at once do not race.
@@ -42,12 +45,16 @@ uint64_t get_le(const uint8_t* p, int n) {
 class Fpzip final : public Quantizer {
  public:
   explicit Fpzip(int precision) : precision_(precision) {}
+  // Its stream, reserved at the bound; the one-chunk buffer is a constant 512 KiB at most.
+  double work_per_element(const TensorInfo&, double kept) const noexcept override { return kBytesPerValue * kept + 0.01; }
 
   void encode(Payload& p, Streams& out, const StageContext&) override {
     const std::span<const float> v = codes::coded_values(p);
     Stream& s = out.add(kValueStream, 1);
     if (v.empty()) return;
     std::vector<uint8_t>& w = s.bytes;
+    // Reserved at the bound (never moved while it grows; pages touched only as written).
+    w.reserve(8 + static_cast<size_t>((v.size() + kChunk - 1) / kChunk) * 4 + static_cast<size_t>(kBytesPerValue * double(v.size())) + 1024);
     w.assign(8, 0);
     // Room for one chunk (fpzip's output of incompressible floats stays within about 4.1 bytes a
     // value), no more than the values need: a bias of ten values does not zero 512 KiB.

@@ -5,6 +5,7 @@
 
 #include <zfp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -31,6 +32,11 @@ class Zfp final : public Quantizer {
  public:
   Zfp(Mode mode, double rate, unsigned precision, double tolerance)
       : mode_(mode), rate_(rate), precision_(precision), tolerance_(tolerance) {}
+  // Its stream, at zfp's bound (encode writes into that much, then cuts it): bytes per value.
+  double work_per_element(const TensorInfo&, double kept) const noexcept override {
+    const double bits_per_block = mode_ == Mode::Rate ? std::max(9.0, std::floor(4 * rate_ + 0.5)) : 146;
+    return bits_per_block / 32 * kept + 0.01;
+  }
 
   void encode(Payload& p, Streams& out, const StageContext&) override {
     const std::span<const float> v = codes::coded_values(p);
@@ -41,9 +47,12 @@ class Zfp final : public Quantizer {
         zfp_field_1d(const_cast<float*>(v.data()), zfp_type_float, v.size()));
     auto zs = configured();
     if (!field || !zs) fail(ErrorCode::Internal, "zfp: cannot allocate a stream");
-    const size_t cap = zfp_stream_maximum_size(zs.get(), field.get());
-    std::vector<uint64_t> words(cap / 8 + 2);  // zfp writes whole words of up to 64 bits
-    std::unique_ptr<bitstream, BitsDeleter> bits(stream_open(words.data(), words.size() * 8));
+    // Written straight into the stream: zfp's bound for a 1-D float array is round(4·rate) bits
+    // per block at fixed rate, else 146 bits per block (about 4.6 bytes a value), plus a header's
+    // worth; the stream is cut to its last byte after.
+    const size_t cap = zfp_stream_maximum_size(zs.get(), field.get()) + 16;  // whole words past it
+    s.bytes.resize(cap);
+    std::unique_ptr<bitstream, BitsDeleter> bits(stream_open(s.bytes.data(), cap));
     if (!bits) fail(ErrorCode::Internal, "zfp: cannot allocate a bit stream");
     zfp_stream_set_bit_stream(zs.get(), bits.get());
     zfp_stream_rewind(zs.get());
@@ -55,9 +64,8 @@ class Zfp final : public Quantizer {
     if (n % 4) zfp_encode_partial_block_strided_float_1(zs.get(), v.data() + 4 * full, n % 4, 1);
     const uint64_t used = (stream_wtell(bits.get()) + 7) / 8;
     stream_flush(bits.get());
-    if (used > words.size() * 8) fail(ErrorCode::Internal, "zfp: compression overran its buffer");
+    if (used > cap) fail(ErrorCode::Internal, "zfp: compression overran its buffer");
     s.bytes.resize(used);
-    std::memcpy(s.bytes.data(), words.data(), used);
   }
 
   // Decoded block by block (as zfp_decompress does) from a copy of the stream followed by
