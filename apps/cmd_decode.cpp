@@ -3,6 +3,7 @@
 // A container with several frames and no --frame decodes each frame to OUT with ".frameNNN"
 // before the extension (DIR/ gets DIR/frameNNN/).
 #include "commands.hpp"
+#include "ranks.hpp"
 #include <gradcodec/detail/json_capped.hpp>
 
 #include <gradcodec/input_changes.hpp>
@@ -112,6 +113,18 @@ int run_decode(const DecodeArgs& a) {
     fail(ErrorCode::Usage, "the container holds " + std::to_string(frames.size()) +
                                " frames: choose one with --frame N (-1: the last) to write to " +
                                (a.output == "-" ? std::string("stdout") : a.output));
+  // Under MPI, several frames are shared out: each rank decodes a contiguous run of them (a
+  // stateful pipeline's decoder then replays from the last keyframe once per run) and every rank
+  // publishes its files only once all have decoded theirs (docs/scale-out.md). One frame is
+  // decoded by rank 0 alone.
+  const bool shared = ranks::active() && ranks::size() > 1 && frames.size() > 1;
+  if (ranks::active() && !shared && ranks::rank() != 0) return 0;
+  const std::vector<size_t> all_frames = frames;
+  if (shared) {
+    const size_t n = frames.size(), r = static_cast<size_t>(ranks::rank()), k = static_cast<size_t>(ranks::size());
+    frames = std::vector<size_t>(all_frames.begin() + static_cast<std::ptrdiff_t>(n * r / k),
+                                 all_frames.begin() + static_cast<std::ptrdiff_t>(n * (r + 1) / k));
+  }
   // The bar counts the decoded tensors' bytes (with --tensor, one tensor per frame).
   uint64_t total = 0;
   std::vector<std::vector<TensorInfo>> infos(dec.frame_count());
@@ -125,7 +138,7 @@ int run_decode(const DecodeArgs& a) {
   const auto metadata = input_metadata(dec);
   const auto attributes = input_attributes(dec, a.tensor);
   for (size_t f : frames)  // a directory is a valid output here (one .npy per tensor)
-    check_output_path(a.frame ? a.output : frame_path(a.output, f, frames.size()), {a.input}, true);
+    check_output_path(a.frame ? a.output : frame_path(a.output, f, all_frames.size()), {a.input}, true);
   // Every frame's file is completed under a temporary name, and renamed into place only once
   // all of them are: a failure in frame k leaves no file of frames 0..k-1.
   std::vector<std::unique_ptr<formats::SnapshotWriter>> done;
@@ -137,59 +150,70 @@ int run_decode(const DecodeArgs& a) {
       while (!w.empty()) w.pop_back();
     }
   } drop{done};
-  for (size_t f : frames) {
-    std::string out = a.frame ? a.output : frame_path(a.output, f, frames.size());
-    auto writer = formats::create_snapshot(out, a.force);
-    if (!metadata[f].empty()) writer->set_metadata(metadata[f]);
-    if (!attributes[f].empty() && !writer->set_attributes_json(attributes[f])) {
-      const auto objects = nlohmann::ordered_json::parse(attributes[f]);
-      size_t count = 0;
-      for (const auto& e : objects)
-        if (e.is_object() && e.contains("attrs") && e["attrs"].is_array()) count += e["attrs"].size();
-      warn(out + ": " + std::to_string(count) + " HDF5 attribute(s) of " + std::to_string(objects.size()) +
-           " group(s)/dataset(s) not written: " + formats::format_title(formats::format_for_output(out)) +
-           " has no place for them (decode to .h5 to keep them)");
-    }
-    size_t frames_read = 0;
-    if (!a.tensor.empty()) {
-      size_t found = SIZE_MAX;
-      std::string names;
-      for (size_t i = 0; i < infos[f].size(); ++i) {
-        const std::string& n = infos[f][i].name;
-        if (n == a.tensor) found = i;
-        if (names.size() < 200) names += (names.empty() ? "" : ", ") + n;
+  auto decode_frames = [&] {
+    for (size_t f : frames) {
+      std::string out = a.frame ? a.output : frame_path(a.output, f, all_frames.size());
+      auto writer = formats::create_snapshot(out, a.force);
+      if (!metadata[f].empty()) writer->set_metadata(metadata[f]);
+      if (!attributes[f].empty() && !writer->set_attributes_json(attributes[f])) {
+        const auto objects = nlohmann::ordered_json::parse(attributes[f]);
+        size_t count = 0;
+        for (const auto& e : objects)
+          if (e.is_object() && e.contains("attrs") && e["attrs"].is_array()) count += e["attrs"].size();
+        warn(out + ": " + std::to_string(count) + " HDF5 attribute(s) of " + std::to_string(objects.size()) +
+             " group(s)/dataset(s) not written: " + formats::format_title(formats::format_for_output(out)) +
+             " has no place for them (decode to .h5 to keep them)");
       }
-      if (found == SIZE_MAX)
-        fail(ErrorCode::Usage, "no tensor '" + a.tensor + "' in frame " + std::to_string(f) + " (tensors: " + names +
-                                   (names.size() >= 200 ? ", ..." : "") + ")");
-      if (out != "-") writer->expect({infos[f][found]});
-      Tensor t = dec.decode(f, found);
-      writer->add(t);
-      advance(t);
-      frames_read = dec.frames_read();
-    } else {
-      // Announced first, so that a writer can write each tensor as it is decoded (a file is
-      // written under a temporary name and removed on failure; stdout gets nothing until every
-      // tensor has decoded, so it is not announced there).
-      if (out != "-") writer->expect(infos[f]);
-      dec.decode_frame(f, [&](Tensor&& t) {
-        check_inputs_unchanged();  // the container shrank: its zeros are not written on
+      size_t frames_read = 0;
+      if (!a.tensor.empty()) {
+        size_t found = SIZE_MAX;
+        std::string names;
+        for (size_t i = 0; i < infos[f].size(); ++i) {
+          const std::string& n = infos[f][i].name;
+          if (n == a.tensor) found = i;
+          if (names.size() < 200) names += (names.empty() ? "" : ", ") + n;
+        }
+        if (found == SIZE_MAX)
+          fail(ErrorCode::Usage, "no tensor '" + a.tensor + "' in frame " + std::to_string(f) + " (tensors: " + names +
+                                     (names.size() >= 200 ? ", ..." : "") + ")");
+        if (out != "-") writer->expect({infos[f][found]});
+        Tensor t = dec.decode(f, found);
         writer->add(t);
         advance(t);
-      });
-      frames_read = dec.frames_read();
+        frames_read = dec.frames_read();
+      } else {
+        // Announced first, so that a writer can write each tensor as it is decoded (a file is
+        // written under a temporary name and removed on failure; stdout gets nothing until every
+        // tensor has decoded, so it is not announced there).
+        if (out != "-") writer->expect(infos[f]);
+        dec.decode_frame(f, [&](Tensor&& t) {
+          check_inputs_unchanged();  // the container shrank: its zeros are not written on
+          writer->add(t);
+          advance(t);
+        });
+        frames_read = dec.frames_read();
+      }
+      writer->complete();
+      for (const auto& w : writer->take_warnings()) warn(out + ": " + w);
+      if (a.verbose) {
+        auto hold = hold_progress_line();
+        std::fprintf(stderr, "gradcodec: frame %zu -> %s (read %zu frame(s)%s)\n", f, out.c_str(), frames_read,
+                     dec.stateful() ? ", stateful pipeline: from the last keyframe" : "");
+      }
+      done.push_back(std::move(writer));
     }
-    writer->complete();
-    for (const auto& w : writer->take_warnings()) warn(out + ": " + w);
-    if (a.verbose) {
-      auto hold = hold_progress_line();
-      std::fprintf(stderr, "gradcodec: frame %zu -> %s (read %zu frame(s)%s)\n", f, out.c_str(), frames_read,
-                   dec.stateful() ? ", stateful pipeline: from the last keyframe" : "");
-    }
-    done.push_back(std::move(writer));
+  };
+  auto publish = [&] {
+    for (auto& w : done) w->publish();
+  };
+  if (shared) {
+    ranks::together(decode_frames);
+    ranks::together(publish);
+  } else {
+    decode_frames();
+    bar.finish();
+    publish();
   }
-  bar.finish();
-  for (auto& w : done) w->publish();
   return 0;
 }
 

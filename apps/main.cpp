@@ -160,9 +160,10 @@ int run_main(int argc, char** argv) {
     return 1;
   }
   cli::set_quiet(quiet);
-  // Under MPI, encode shares its work across the ranks (docs/scale-out.md); any other command runs
-  // on rank 0 alone, as it would started by itself.
-  if (cli::ranks::active() && cli::ranks::rank() != 0 && app.get_subcommands()[0]->get_name() != "encode") return 0;
+  // Under MPI, encode and decode share their work across the ranks (docs/scale-out.md); any other
+  // command runs on rank 0 alone, as it would started by itself.
+  const std::string command = app.get_subcommands()[0]->get_name();
+  if (cli::ranks::active() && cli::ranks::rank() != 0 && command != "encode" && command != "decode") return 0;
   try {
     const int status = run();
     // A report or a listing that did not reach standard output (a full disk, a closed pipe) is

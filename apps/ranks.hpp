@@ -7,8 +7,8 @@
 // Every step a rank may fail in runs inside together(): the ranks then agree on the error of the
 // lowest rank that failed and every rank throws it; rank 0 prints it and exits with its code (so
 // mpirun returns it), the others exit 0 and print nothing (their standard output and error go to
-// /dev/null). A job thus fails with one line as a single process does, and no rank waits for
-// one that has gone.
+// /dev/null; see finish()). A job thus fails with one line as a single process does, and no
+// rank waits for one that has gone.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +21,8 @@ namespace gradcodec::cli::ranks {
 
 // Starts MPI when under a launcher (main calls it first, and finish() last).
 void start(int& argc, char**& argv);
-// Ends MPI; returns the process's exit status: `status`, or 0 on ranks other than 0 after an
-// error agreed in together().
+// Ends MPI (collective); returns the process's exit status. Rank 0 returns its `status` or, if it
+// succeeded, the first failed rank's (saying which rank failed); the other ranks return 0.
 int finish(int status);
 // Whether this process is one rank of an MPI job (perhaps of one rank).
 bool active();

@@ -22,7 +22,6 @@ namespace {
 
 bool g_active = false;
 int g_rank = 0, g_size = 1;
-bool g_agreed = false;  // the job failed in together(): rank 0 reports it
 
 // The variables the launchers set in every process they start: Open MPI's mpirun, PMIx (Slurm's
 // srun --mpi=pmix, Open MPI 4+), PMI-1/2 (srun --mpi=pmi2, MPICH's Hydra).
@@ -61,11 +60,24 @@ void start(int& argc, char**& argv) {
 
 int finish(int status) {
   if (!g_active) return status;
+  // Rank 0 speaks for the job: it exits with its own status or, when only other ranks failed
+  // (outside together(), which rank 0 would have reported), with the first of theirs. The other
+  // ranks exit 0: mpirun, seeing a process exit non-zero, stops the others with SIGTERM, which
+  // must not reach rank 0 before it is done.
+  std::vector<int> all(static_cast<size_t>(g_size), 0);
+  MPI_Gather(&status, 1, MPI_INT, all.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (g_rank == 0 && status == 0) {
+    for (int r = 1; r < g_size; ++r) {
+      if (all[static_cast<size_t>(r)] == 0) continue;
+      std::fprintf(stderr, "gradcodec: error: rank %d of %d failed with exit status %d\n", r, g_size,
+                   all[static_cast<size_t>(r)]);
+      status = all[static_cast<size_t>(r)];
+      break;
+    }
+  }
   MPI_Finalize();
   g_active = false;
-  // An error the ranks agreed on is rank 0's to report and exit with: mpirun, seeing a process
-  // exit non-zero, stops the others with SIGTERM, which must not reach rank 0 before it is done.
-  return g_agreed && g_rank != 0 ? 0 : status;
+  return g_rank == 0 ? status : 0;
 }
 
 bool active() { return g_active; }
@@ -100,7 +112,6 @@ void together(const std::function<void()>& step) {
   check(MPI_Bcast(&len, 1, MPI_INT, first, MPI_COMM_WORLD), "MPI_Bcast");
   message.resize(static_cast<size_t>(len));
   check(MPI_Bcast(message.data(), len, MPI_CHAR, first, MPI_COMM_WORLD), "MPI_Bcast");
-  g_agreed = true;
   throw Error(static_cast<ErrorCode>(code), message);
 }
 

@@ -108,6 +108,41 @@ def test_refusals_under_mpi():
     assert len(lines) == 1 and "-o FILE" in lines[0], err
 
 
+def npz_equal(a, b):
+    with np.load(a) as x, np.load(b) as y:
+        return x.files == y.files and all(np.array_equal(x[k], y[k]) for k in x.files)
+
+
+def test_decode_shares_the_frames():
+    """decode of 4 frames on 2 and 3 ranks writes the files one process writes (stateless and
+    stateful pipelines: each rank replays from the last keyframe before its frames)."""
+    for preset in ("qsgd4", "powersgd-r2", "tcs"):
+        c = path(f"frames_{preset}.gcz")
+        run("encode", *STEPS, "-o", c, "--preset", preset, "--keyframe-interval", "3", "--quiet")
+        run("decode", c, "-o", path(f"one_{preset}.npz"), "--quiet")
+        for n in (2, 3):
+            _, err = mpirun(n, "decode", c, "-o", path(f"np{n}_{preset}.npz"), "--verbose")
+            # Rank 0 speaks, of its own frames only: the first 4 // n of them.
+            said = [int(l.split()[2]) for l in gradcodec_lines(err) if l.startswith("gradcodec: frame ")]
+            assert said == list(range(4 // n)), err
+            for f in range(4):
+                one, many = path(f"one_{preset}.frame{f:03d}.npz"), path(f"np{n}_{preset}.frame{f:03d}.npz")
+                assert npz_equal(one, many), f"{preset}: frame {f} on {n} ranks differs"
+                os.remove(many)
+    # A frame's file that exists (without --force) stops every rank: one line, exit 1, and no
+    # frame's file is published, not even those decoded on other ranks.
+    c = path("frames_qsgd4.gcz")
+    keep = path("np3_qsgd4.frame003.npz")
+    with open(keep, "wb") as f:
+        f.write(b"mine")
+    _, err = mpirun(3, "decode", c, "-o", path("np3_qsgd4.npz"), expect=1)
+    lines = gradcodec_lines(err)
+    assert len(lines) == 1 and "already exists" in lines[0] and "frame003" in lines[0], err
+    assert open(keep, "rb").read() == b"mine"
+    assert not any(os.path.exists(path(f"np3_qsgd4.frame{f:03d}.npz")) for f in range(3))
+    assert not leftovers(clitest.WORK), os.listdir(clitest.WORK)
+
+
 def test_other_commands_run_on_rank_0():
     c = path("dec.gcz")
     run("encode", *STEPS[:2], "-o", c, "--preset", "qsgd4", "--quiet")
