@@ -8,6 +8,7 @@
 #include "bench_report.hpp"
 #include "bench_workers.hpp"
 #include "commands.hpp"
+#include "ranks.hpp"
 #include "common.hpp"
 #include "plot.hpp"
 #include "progress.hpp"
@@ -148,6 +149,22 @@ void check_workers_report(const std::string& path, bool force) {
   open_report(path, force);
 }
 
+// The report of `rows` rows measured round robin by the ranks (rank r: rows r, r + N, ...), each
+// rank's report in `parts`: rank 0's, its rows replaced by all of them in order.
+std::string join_rank_reports(const std::vector<std::vector<uint8_t>>& parts, size_t rows) {
+  std::vector<nlohmann::ordered_json> reports;
+  for (const auto& p : parts) reports.push_back(nlohmann::ordered_json::parse(p.begin(), p.end()));
+  nlohmann::ordered_json joined = reports.at(0);
+  joined["rows"] = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < rows; ++i) {
+    const auto& from = reports[i % reports.size()]["rows"];
+    const size_t k = i / reports.size();
+    if (k >= from.size()) fail(ErrorCode::Internal, "bench: a rank's report lacks row " + std::to_string(i));
+    joined["rows"].push_back(from[k]);
+  }
+  return joined.dump(2) + "\n";
+}
+
 int run_bench(BenchArgs a) {
   reuse_freed_heap();
   unsigned link_workers = 0;
@@ -163,6 +180,7 @@ int run_bench(BenchArgs a) {
     if (!a.inputs.empty() || !a.presets.empty() || !a.pipelines.empty() || !a.sweeps.empty() || !a.csv.empty())
       fail(ErrorCode::Usage, "--workers compares the merge methods: give no INPUT, --preset, --pipeline, --sweep "
                              "or --csv with it");
+    if (ranks::active() && ranks::rank() != 0) return 0;  // on rank 0 alone (docs/scale-out.md)
     check_workers_report(a.json, a.force);
     return run_bench_workers({a.workers, a.seeds, a.json, a.markdown, a.in, !a.no_compensation, a.full_sync});
   }
@@ -189,25 +207,43 @@ int run_bench(BenchArgs a) {
   }
   o.collective = a.collective;
   const size_t rows = bench_plan(o).size();  // the rows checked before anything is opened
+  // Under MPI the ranks share the rows (round robin) and rank 0 alone writes the report, joined
+  // in the rows' order (docs/scale-out.md).
+  const bool shared = ranks::active() && ranks::size() > 1;
+  const int me = ranks::rank(), size = ranks::size();
+  if (shared) o.rows = [me, size](size_t row) { return row % static_cast<size_t>(size) == static_cast<size_t>(me); };
 
-  Reports reports = open_reports(a);
-  if (!a.plot.empty()) check_chart_path(a.plot, a.force);
+  Reports reports;
+  ranks::together([&] {
+    if (me != 0) return;
+    reports = open_reports(a);
+    if (!a.plot.empty()) check_chart_path(a.plot, a.force);
+  });
 
   // Load every frame once (bench measures the codec, not the file reader).
   std::vector<std::vector<Tensor>> frames;
   nlohmann::ordered_json desc = nlohmann::ordered_json::array();
-  for (const auto& path : a.inputs) {
-    OpenInput in = open_input(path, a.in);
-    desc.push_back({{"path", recorded_path(path, RecordPaths::Relative)}, {"format", formats::format_name(in.reader->format())}});
-    o.sources.push_back(recorded_path(path, RecordPaths::Relative));  // as encode records it
-    std::vector<Tensor> ts;
-    for (size_t k : in.selected) ts.push_back(in.reader->read(k));
-    frames.push_back(std::move(ts));
-  }
-  o.inputs_json = desc.dump();
+  std::string json;
   ProgressBar bar("bench", rows, ProgressBar::Unit::Items);
-  o.progress = [&bar](size_t done, size_t total, const std::string& row) { bar.set(done, total, row); };
-  const std::string json = bench(frames, o);
+  ranks::together([&] {
+    for (const auto& path : a.inputs) {
+      OpenInput in = open_input(path, a.in);
+      desc.push_back({{"path", recorded_path(path, RecordPaths::Relative)}, {"format", formats::format_name(in.reader->format())}});
+      o.sources.push_back(recorded_path(path, RecordPaths::Relative));  // as encode records it
+      std::vector<Tensor> ts;
+      for (size_t k : in.selected) ts.push_back(in.reader->read(k));
+      frames.push_back(std::move(ts));
+    }
+    o.inputs_json = desc.dump();
+    if (!shared) o.progress = [&bar](size_t done, size_t total, const std::string& row) { bar.set(done, total, row); };
+    json = bench(frames, o);
+  });
+  if (shared) {
+    const std::vector<uint8_t> mine(json.begin(), json.end());
+    const auto parts = ranks::all_gather(mine);
+    if (me != 0) return 0;
+    json = join_rank_reports(parts, rows);
+  }
   const nlohmann::ordered_json report = nlohmann::ordered_json::parse(json);
   bar.finish();
   // With a report on stdout, the table goes to stderr (a summary there, so --quiet drops it): a

@@ -160,10 +160,12 @@ int run_main(int argc, char** argv) {
     return 1;
   }
   cli::set_quiet(quiet);
-  // Under MPI, encode and decode share their work across the ranks (docs/scale-out.md); any other
+  // Under MPI, encode, decode and bench share their work across the ranks (docs/scale-out.md); any other
   // command runs on rank 0 alone, as it would started by itself.
   const std::string command = app.get_subcommands()[0]->get_name();
-  if (cli::ranks::active() && cli::ranks::rank() != 0 && command != "encode" && command != "decode") return 0;
+  if (cli::ranks::active() && cli::ranks::rank() != 0 && command != "encode" && command != "decode" &&
+      command != "bench")
+    return 0;
   try {
     const int status = run();
     // A report or a listing that did not reach standard output (a full disk, a closed pipe) is

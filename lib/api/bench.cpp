@@ -156,6 +156,7 @@ std::string bench(const std::vector<std::vector<Tensor>>& frames, const BenchOpt
   api::LinkModel link{options.link_rate, options.link_workers, options.link_latency, options.collective};
   std::vector<api::BenchRow> measured;
   for (size_t i = 0; i < rows.size(); ++i) {
+    if (options.rows && !options.rows(i)) continue;
     if (options.progress) options.progress(i, rows.size(), row_name(rows[i]));
     measured.push_back(api::bench_pipeline(rows[i].pipeline, rows[i].label, rows[i].sweep, frames, s));
     measured.back().collective = api::auto_collective(rows[i].pipeline);

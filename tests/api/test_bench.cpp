@@ -101,6 +101,19 @@ TEST_CASE("api bench: the plan, sweeps, per-tensor figures and progress") {
   CHECK(report["rows"][0]["per_tensor"][0]["name"] == "layer.weight");
   const std::vector<std::pair<size_t, size_t>> want = {{0, 3}, {1, 3}, {2, 3}, {3, 3}};
   CHECK(calls == want);
+
+  // Some of the rows (as a rank of an MPI job measures them): those alone, with the figures the
+  // whole run gives them.
+  o.progress = nullptr;
+  o.rows = [](size_t row) { return row != 1; };
+  const json some = json::parse(bench(frames, o));
+  REQUIRE(some["rows"].size() == 2);
+  for (const auto& [a, b] : {std::pair{0, 0}, std::pair{1, 2}}) {
+    CHECK(some["rows"][a]["label"] == report["rows"][b]["label"]);
+    CHECK(some["rows"][a]["sweep"] == report["rows"][b]["sweep"]);
+    CHECK(some["rows"][a]["output_bytes"] == report["rows"][b]["output_bytes"]);
+    CHECK(some["rows"][a]["rel_l2"] == report["rows"][b]["rel_l2"]);
+  }
 }
 
 TEST_CASE("api bench: bad options are refused before anything is measured") {

@@ -143,6 +143,29 @@ def test_decode_shares_the_frames():
     assert not leftovers(clitest.WORK), os.listdir(clitest.WORK)
 
 
+SPEED = ("mbps", "seconds", "time_", "runs", "spread", "speedup")  # measured times and what follows from them
+
+
+def test_bench_shares_the_rows():
+    """bench on 2 and 3 ranks: one report from rank 0, every row in order, every figure but the
+    speeds equal to one process's (each row is measured whole on one rank)."""
+    args = ["bench", *STEPS[:2], "--preset", "topk-1pct", "--preset", "qsgd4", "--preset", "bird+",
+            "--preset", "powersgd-r1", "--preset", "lossless", "--sweep", "topk.ratio=0.01,0.05", "--seeds", "2",
+            "--repeat", "1", "--min-time", "0", "--link", "10Gbit/s", "--workers", "4", "--force"]
+    run(*args, "--json", path("bench1.json"))
+    one = json.load(open(path("bench1.json")))
+    assert len(one["rows"]) == 6
+    for n in (2, 3):
+        out, _ = mpirun(n, *args, "--json", path(f"bench{n}.json"))
+        assert out.decode().count("gradcodec bench: ") == 1, out  # the tables printed once, by rank 0
+        many = json.load(open(path(f"bench{n}.json")))
+        assert {k: v for k, v in many.items() if k != "rows"} == {k: v for k, v in one.items() if k != "rows"}
+        assert [r["label"] for r in many["rows"]] == [r["label"] for r in one["rows"]]
+        for a, b in zip(one["rows"], many["rows"]):
+            same = {k for k in a if not any(w in k for w in SPEED)}
+            assert {k: a[k] for k in same} == {k: b[k] for k in same}, (n, a["label"])
+
+
 def test_other_commands_run_on_rank_0():
     c = path("dec.gcz")
     run("encode", *STEPS[:2], "-o", c, "--preset", "qsgd4", "--quiet")

@@ -365,6 +365,10 @@ struct BenchOptions {
   // (ring all-reduce of payloads that sum in their encoded form), "allgather" (every worker's
   // payload to every other), or "ring" (Marsit's one-bit ring for signs).
   std::string collective = "auto";
+  // Which rows to measure, by their place in bench_plan() (null: every row). The report holds
+  // those alone, in order: the ranks of an MPI job each measure some and rank 0 joins their
+  // reports (docs/scale-out.md). A row's figures do not depend on the others.
+  std::function<bool(size_t row)> rows;
 };
 
 // Measures every row on `frames` (each a frame's tensors, read in place) and returns the report
