@@ -2,6 +2,8 @@
 // gradcodec list stages|presets [--json]
 #include "commands.hpp"
 
+#include <gradcodec/codec.hpp>  // the registry: the stage and preset tables are not in the facade yet
+
 #include <cmath>
 
 #include <nlohmann/json.hpp>

@@ -240,13 +240,6 @@ void check_container_name(const std::string& output, bool force_name) {
                              "name it " + stem + ".gcz, or give --force-name to keep the name");
 }
 
-ContainerReader open_container(const std::string& path) {
-  auto file = ContainerReader::open_file(path);
-  if (auto what = formats::snapshot_not_container(file->data(), file->size()))
-    fail(ErrorCode::Input, file->path() + ": " + *what);
-  return ContainerReader(std::move(file));
-}
-
 std::string recorded_path(const std::string& path, RecordPaths mode) {
   namespace fs = std::filesystem;
   if (path == "-" || path.empty()) return path;
@@ -282,12 +275,6 @@ void add_record_paths_option(CLI::App& app, RecordPaths& mode) {
          "how the container names its inputs: relative (default: relative to the working directory, "
          "or the base name for a file outside it), name (base name only) or absolute")
       ->check(CLI::IsMember({"relative", "name", "absolute"}));
-}
-
-Pipeline choose_pipeline(const std::string& preset, const std::string& text) {
-  if (!preset.empty() && !text.empty()) fail(ErrorCode::Usage, "give --preset or --pipeline, not both");
-  if (!text.empty()) return Pipeline::parse(text);
-  return Pipeline::preset(preset.empty() ? "lossless" : preset);
 }
 
 }  // namespace gradcodec::cli

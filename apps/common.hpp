@@ -2,8 +2,8 @@
 // Shared pieces of the gradcodec subcommands: error reporting, exit codes, input selection.
 #pragma once
 
-#include <gradcodec/codec.hpp>
 #include <gradcodec/error.hpp>
+#include <gradcodec/file_io.hpp>
 #include <gradcodec/gradcodec.hpp>
 #include <gradcodec/formats/snapshot_io.hpp>
 
@@ -78,14 +78,6 @@ void add_record_paths_option(CLI::App& app, RecordPaths& mode);
 // format (.npz, .npy, .h5, .hdf5, .safetensors): numpy or h5py would later fail on it, and a
 // decode meant to produce such a file may have been intended. Any other name is accepted.
 void check_container_name(const std::string& output, bool force_name);
-// Opens a .gcz container like ContainerReader::open, but a snapshot given where a container is
-// expected (an NPZ, NPY, HDF5 or safetensors file) is refused as such (Input, exit 2: "this is
-// an NPZ file, not a gradcodec container; `gradcodec encode` compresses it") rather than as a
-// corrupt container.
-ContainerReader open_container(const std::string& path);
-// The pipeline chosen by --preset/--pipeline (default: the lossless preset).
-Pipeline choose_pipeline(const std::string& preset, const std::string& text);
-
 // --threads N (at most the cores the machine reports: more cannot speed up the work and would
 // only hold more tensors in memory at once), or 0 for every core.
 unsigned thread_count(unsigned requested);

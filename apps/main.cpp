@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <gradcodec/file_io.hpp>
 #include <gradcodec/input_changes.hpp>
 
 #include <signal.h>
@@ -94,7 +95,7 @@ int run_main(int argc, char** argv) {
   app.formatter(std::make_shared<HelpFormatter>());  // before the subcommands, which copy it
   app.require_subcommand(1);
   app.fallthrough();
-  app.set_version_flag("--version", tool_version());
+  app.set_version_flag("--version", gradcodec::version());
   bool quiet = false;
   app.add_flag("-q,--quiet", quiet, "no warnings, summaries or progress bars");
   cli::Runner run;
