@@ -24,6 +24,7 @@
 #include "quantize/curvefit.hpp"
 #include "quantize/fractional.hpp"
 #include "quantize/intn.hpp"
+#include "quantize/skcompress.hpp"
 #include "quantize/onebit.hpp"
 #include "quantize/qsgd.hpp"
 #include "quantize/raw.hpp"
@@ -298,6 +299,17 @@ const std::vector<StageEntry>& build_table() {
        .summary = "uniform min/max quantization, round to nearest, for reference",
        .source = "-",
        .example = "intN(bits=8)"},
+      {.name = "skcompress",
+       .kind = StageKind::Quantizer,
+       .version = 1,
+       .params = {int_param("buckets", "256", 1, 4096, "equal-frequency buckets of |v| (exact quantiles); values sent as bucket indexes"),
+                  int_param("rows", "2", 1, 16, "MinMaxSketch hash rows"),
+                  {.name = "cols", .type = ParamType::Float, .default_text = "0.5", .min = 0, .max = 64, .min_exclusive = true,
+                   .help = "MinMaxSketch cells per row, as a fraction of the coded values (at least 1)"}},
+       .make = make_skcompress,
+       .summary = "SKCompress values: |v| bucket indexes in a MinMaxSketch (min insert, max query), Huffman-coded cells, sign bits, f32 bucket means",
+       .source = "Jiang et al., VLDB J. 29(5) 2020 (SKCompress); BIRD+ (Wu et al. 2023) §IV as SKC",
+       .example = "topk(ratio=0.01) | skcompress(buckets=256, rows=2, cols=0.5) | deltabin"},
       {.name = "fractional",
        .kind = StageKind::Quantizer,
        .version = 1,
@@ -377,6 +389,14 @@ const std::vector<StageEntry>& build_table() {
        .summary = "Golomb-Rice code of the gaps, b* = 1 + floor(log2(ln(phi-1)/ln(1-k/d)))",
        .source = "SBC: Sattler et al. 2019, Golomb position encoding (BIRD+ refs [10], [29]: Wu et al. 2023)",
        .example = "topk(ratio=0.1) | golomb"},
+      {.name = "deltabin",
+       .kind = StageKind::IndexCoder,
+       .version = 1,
+       .params = {int_param("group", "8", 1, 4096, "gaps per group; each group a 6-bit prefix giving its bit width")},
+       .make = make_deltabin,
+       .summary = "delta-binary gaps with an adaptive prefix: per group of gaps, their bit width, then the gaps in that width",
+       .source = "Jiang et al., VLDB J. 29(5) 2020 (SKCompress), key coding; BIRD+ (Wu et al. 2023) §IV as SKC",
+       .example = "topk(ratio=0.01) | deltabin(group=8)"},
       {.name = "elias",
        .kind = StageKind::IndexCoder,
        .version = 1,
@@ -525,6 +545,9 @@ const std::vector<Preset>& preset_table() {
       {.name = "smartidx",
        .pipeline = "smartidx(ratio=0.01, kernel=0.5)",
        .source = "SmartIdx: top-1%, conv kernels with half their elements selected sent whole and grouped by sign pattern, Rice-coded indices, fp32 values (Wu et al. AAAI 2022)"},
+      {.name = "skcompress",
+       .pipeline = "topk(ratio=0.01) | skcompress(buckets=256, rows=2, cols=0.5) | deltabin(group=8)",
+       .source = "SKCompress: top-1%, |v| in 256 quantile buckets, bucket indexes in a 2-row MinMaxSketch, Huffman-coded cells, delta-binary positions (Jiang et al., VLDB J. 2020)"},
       {.name = "tcs",
        .pipeline = "tcs(global=0.01, local=0.001)",
        .source = "TCS: 1% global mask from the previous update + 0.1% coded local positions, fp32 values (Ozfatura, Ozfatura & Gündüz 2021 (TCS), Table I)"},

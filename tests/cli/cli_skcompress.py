@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""skcompress through the CLI (docs/stages.md "skcompress"): docs' 4-value example encodes to its
+`value` stream and decodes to the bucket-0 mean with the signs; a corrupt `value` stream, with
+the container's checksums resealed so that the stage's own decoder sees it, makes `decode` exit 3
+with one error line naming skcompress and what is wrong, and no output file; every truncation and
+a bit flip in every byte of a preset container exit 3 as well; a NaN makes `encode --preset
+skcompress` refuse the tensor with exit 2."""
+import ctypes
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import clitest
+from clitest import EXE, path, run
+
+_xxh = ctypes.CDLL("libxxhash.so.0")  # Debian's libxxhash0, which gradcodec links too
+_xxh.XXH3_64bits.restype = ctypes.c_uint64
+_xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+
+def xxh3(b):
+    return _xxh.XXH3_64bits(bytes(b), len(b))
+
+
+V = np.array([1, -2, 3, -4], np.float32)
+np.savez(path("four.npz"), w=V)
+run("encode", path("four.npz"), "-o", path("four.gcz"), "--pipeline", "skcompress(buckets=2, rows=1, cols=0.1)", "--quiet")
+GOOD = open(path("four.gcz"), "rb").read()
+VALUE = bytes([0xA0, 0x80])  # signs 1010, lengths 00001 00000, the one cell '0'
+
+
+def test_round_trip():
+    run("decode", path("four.gcz"), "-o", path("back.npz"), "--force")
+    got = np.load(path("back.npz"))["w"]
+    assert got.tolist() == [1.5, -1.5, 1.5, -1.5], got
+
+
+def value_stream_at():
+    """Offsets of the record, its metadata end, the `value` stream's checksum and bytes."""
+    trec = GOOD.index(b"TREC")
+    m = struct.unpack_from("<I", GOOD, trec + 4)[0]
+    meta_end = trec + 8 + m
+    entry = GOOD.index(b"\x05value", trec, meta_end)
+    size, _ = struct.unpack_from("<QQ", GOOD, entry + 7)
+    assert size == len(VALUE)
+    start = meta_end + 8  # `value` is the record's first stream
+    assert GOOD[start:start + size] == VALUE, GOOD[start:start + size].hex()
+    return trec, meta_end, entry + 7 + 8, start
+
+
+def sealed(new_value):
+    trec, meta_end, sum_at, start = value_stream_at()
+    b = bytearray(GOOD)
+    b[start:start + len(VALUE)] = new_value
+    b[sum_at:sum_at + 8] = struct.pack("<Q", xxh3(new_value))
+    b[meta_end:meta_end + 8] = struct.pack("<Q", xxh3(b[trec:meta_end]))
+    return bytes(b)
+
+
+def decode_must_fail(data, what, *needles):
+    with open(path("c.gcz"), "wb") as f:
+        f.write(data)
+    if os.path.exists(path("c.npz")):
+        os.remove(path("c.npz"))
+    p = subprocess.run([EXE, "decode", path("c.gcz"), "-o", path("c.npz"), "--force"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=30)
+    lines = p.stderr.decode().splitlines()
+    assert p.returncode == 3, f"{what}: exit {p.returncode}: {p.stderr.decode()}"
+    assert len(lines) == 1 and lines[0].startswith("gradcodec: error: "), f"{what}: {lines}"
+    for n in needles:
+        assert n in lines[0], f"{what}: {lines[0]!r} lacks {n!r}"
+    assert not os.path.exists(path("c.npz")), what
+
+
+def test_resealed_corrupt_value_streams():
+    with open(path("same.gcz"), "wb") as f:
+        f.write(sealed(VALUE))
+    run("decode", path("same.gcz"), "-o", path("same.npz"), "--force")
+    cases = [
+        (bytes([0xAF, 0x80]), "code length 31 exceeds 24"),  # lengths 11111 00000
+        (bytes([0xA0, 0x00]), "no symbol has a code"),       # lengths 00000 00000
+        (bytes([0xA0, 0x81]), "nonzero padding"),
+        (bytes([0xA0]), "cannot hold 4 values"),
+        (VALUE + bytes([0]), "unexpected trailing bytes"),
+    ]
+    for data, why in cases:
+        decode_must_fail(sealed(data), why, "skcompress", why)
+
+
+def test_every_truncation_and_bit_flip():
+    rng = np.random.default_rng(5)
+    np.savez(path("g.npz"), w=rng.standard_normal(3000).astype(np.float32))
+    run("encode", path("g.npz"), "-o", path("g.gcz"), "--preset", "skcompress", "--quiet", "--force")
+    good = open(path("g.gcz"), "rb").read()
+    run("decode", path("g.gcz"), "-o", path("g_back.npz"), "--force")
+    for cut in range(len(good)):
+        decode_must_fail(good[:cut], f"truncated to {cut}")
+    for pos in range(len(good)):
+        bad = bytearray(good)
+        bad[pos] ^= 1 << (pos % 8)
+        decode_must_fail(bytes(bad), f"bit {pos % 8} of byte {pos}")
+
+
+def test_nonfinite_refused():
+    bad = np.random.default_rng(1).standard_normal(1000).astype(np.float32)
+    bad[17] = np.nan
+    np.savez(path("nan.npz"), w=bad)
+    p = subprocess.run([EXE, "encode", path("nan.npz"), "-o", path("nan.gcz"), "--preset", "skcompress", "--force"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    lines = p.stderr.decode().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("gradcodec: error: "), (p.returncode, lines)
+    assert "NaN" in lines[0] and "'w'" in lines[0], lines
+    assert not os.path.exists(path("nan.gcz"))
+
+
+clitest.run_all(globals())
