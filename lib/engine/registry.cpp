@@ -37,6 +37,7 @@
 // index coders
 #include "index/bitmap.hpp"
 #include "index/bloom.hpp"
+#include "index/deltabin.hpp"
 #include "index/elias.hpp"
 #include "index/golomb.hpp"
 #include "index/plain.hpp"

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// skcompress + deltabin — SKCompress (Jiang, Fu, Yang et al., "SKCompress: compressing sparse and
+// skcompress — SKCompress (Jiang, Fu, Yang et al., "SKCompress: compressing sparse and
 // nonuniform gradient in distributed machine learning", VLDB Journal 29(5), 2020; the method "SKC"
 // of the BIRD+ comparison, Wu et al. 2023 §IV: "the sketching technique with bucket quantization"
 // for the values, "the prefix technique" for the index). The paper's text was not available when
 // this was written: the rules below are the reading chosen, with their reasons in docs/stages.md
 // "skcompress".
 //
-// Two stages, composed as `topk(ratio=0.01) | skcompress | deltabin` (preset `skcompress`):
+// Composed as `topk(ratio=0.01) | skcompress | deltabin` (preset `skcompress`; deltabin: index/deltabin.hpp):
 //
 // skcompress(buckets=q, rows=r, cols=c) — value codec (Quantizer) of the n coded values, the key
 // of value i being its element position (p.index[i/block]·block + i%block when sparse, else i):
@@ -23,10 +23,6 @@
 //  3. Stream `value`, MSB-first bits: n sign bits (1 = non-negative), Q code lengths of 5 bits
 //     (0 = symbol unused, at most 24), the r·W cells row by row in the canonical Huffman code of
 //     those lengths, zero padding to a byte. Decoded value: ±mean[estimate].
-//
-// deltabin(group=G) — index coder: the gaps (zero runs before each kept position), in groups of
-// G (the last may be shorter), each group a 6-bit prefix w = the bit width of its largest gap,
-// then its gaps in w bits each. Stream `index`: LEB128 k, the bits, zero padding to a byte.
 #pragma once
 #include <gradcodec/plugin/params.hpp>
 
@@ -68,10 +64,6 @@ uint64_t skcompress_value_bits(uint64_t n, std::span<const uint8_t> lengths, std
 // Cells per row for n values at `cols`.
 uint64_t sk_width(uint64_t n, double cols) noexcept;
 
-// deltabin: exact `index` stream size in bits before padding.
-uint64_t deltabin_bits(std::span<const uint64_t> positions, uint64_t group) noexcept;
-
 std::unique_ptr<Stage> make_skcompress(const Params& p, uint32_t version);
-std::unique_ptr<Stage> make_deltabin(const Params& p, uint32_t version);
 
 }  // namespace gradcodec::stages

@@ -6,6 +6,7 @@
 // refusal of corrupt streams.
 #include <catch2/catch.hpp>
 
+#include "index/deltabin.hpp"
 #include "quantize/skcompress.hpp"
 #include "support.hpp"
 
