@@ -95,11 +95,25 @@ def smartidx_corpus():
         bytes([1, 0x02, 0x00, 0x00]) + int(bits, 2).to_bytes(len(bits) // 8, "big"))
 
 
+def skcompress_corpus():
+    """skcompress: [shape byte][index length L][means M] + deltabin's `index` stream + skcompress's
+    `value` stream (docs/stages.md "skcompress", "deltabin"), written by hand from the layouts:
+    no value of the 64-element vector, and one value of the 1-element tensor (index: k = 1, one
+    group of width 0; value: sign bit 1, code length 00001, two cells coded 0: bits 10000100)."""
+    put("skcompress", "empty_64.bin", bytes([0, 1, 0, 0x00]))
+    put("skcompress", "one_1.bin", bytes([3, 2, 1, 0x01, 0x00, 0x84]))
+    put("skcompress", "one_1_cut.bin", bytes([3, 2, 1, 0x01, 0x00]))
+
+
 def main():
     exe = os.path.abspath(sys.argv[1])
     if len(sys.argv) > 2 and sys.argv[2] == "smartidx":
         smartidx_corpus()
         print(f"wrote {len(os.listdir(os.path.join(CORPUS, 'smartidx')))} seed inputs to {CORPUS}/smartidx")
+        return
+    if len(sys.argv) > 2 and sys.argv[2] == "skcompress":
+        skcompress_corpus()
+        print(f"wrote {len(os.listdir(os.path.join(CORPUS, 'skcompress')))} seed inputs to {CORPUS}/skcompress")
         return
     if len(sys.argv) > 2 and sys.argv[2] == "torch":
         torch_corpus()
@@ -205,6 +219,7 @@ def main():
             put("merge", f"{i}_{preset}_{count}.bin", blob + parts[-1])
     torch_corpus()
     smartidx_corpus()
+    skcompress_corpus()
     corrupt = os.path.join(ROOT, "test_data", "corrupt")
     for f in sorted(os.listdir(corrupt)):
         if f.endswith(".gcz"):
