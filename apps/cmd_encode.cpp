@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <set>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@ struct EncodeArgs {
   bool force = false;
   bool force_name = false;
   std::string memory_limit;
+  std::string target, target_scope;  // --target, --target-scope (docs/target.md)
   NonFinite nonfinite = NonFinite::Refuse;
   RecordPaths record_paths = RecordPaths::Relative;
   InputOptions in;
@@ -59,6 +61,15 @@ int run_encode(const EncodeArgs& a) {
   eo.overwrite = a.force;
   if (!a.memory_limit.empty()) eo.memory_limit = parse_memory_limit(a.memory_limit);
   canonical_pipeline(eo);  // a bad preset or pipeline is refused before any input is opened
+  std::optional<Target> target;
+  if (!a.target.empty()) {
+    target = parse_target(a.target, a.target_scope);
+    if (a.inputs.size() != 1) fail(ErrorCode::Usage, "--target searches one snapshot: give one INPUT");
+    if (a.inputs[0] == "-") fail(ErrorCode::Usage, "--target reads the input several times: give a file, not '-'");
+    if (ranks::active()) fail(ErrorCode::Usage, "--target is not available across MPI ranks");
+  } else if (!a.target_scope.empty()) {
+    fail(ErrorCode::Usage, "--target-scope needs --target");
+  }
   // Open (and validate) every input before creating the output.
   std::vector<OpenInput> inputs;
   nlohmann::ordered_json desc = nlohmann::ordered_json::array();
@@ -92,6 +103,20 @@ int run_encode(const EncodeArgs& a) {
     const EncodeSummary s = encode_across_ranks(largest, eo, inputs, recorded, a.output, a.force);
     print_summary(a.output, s, format(" on %d rank(s), the largest share %.1f%% of the bytes", ranks::size(), 100 * largest));
     return 0;
+  }
+  if (target) {  // the pipeline's parameter chosen on this snapshot, then encoded with it
+    FrameSource src = frame_source(inputs[0]);
+    src.recorded = recorded_path(inputs[0].path, a.record_paths);
+    const TargetResult r = search_target(eo, src, *target);
+    eo.preset.clear();
+    eo.pipeline = r.pipeline;
+    if (!quiet())
+      std::fprintf(stderr, "gradcodec: target %s: %s %s=%s (%.3f bits/param%s; %zu encodes): %s\n", target->text().c_str(),
+                   r.stage.c_str(), r.param.c_str(), r.value.c_str(), r.bits_per_parameter,
+                   r.has_error ? format(", rel L2 %.4g %s", r.rel_l2,
+                                        target->scope == Target::Scope::Tensor ? "worst tensor" : "snapshot").c_str()
+                               : "",
+                   r.encodes, r.pipeline.c_str());
   }
   // The bar counts the floating tensors' bytes (pass-through arrays are stored as they are).
   uint64_t float_bytes = 0;
@@ -136,6 +161,10 @@ void setup_encode(CLI::App& app, Runner& run) {
   sub->add_flag("--force-name", a->force_name, "accept an OUTPUT named like a snapshot (.npz, .npy, .h5, .safetensors, .pt)");
   sub->add_option("--memory-limit", a->memory_limit,
                   "refuse a tensor whose encoding needs more memory than this (default 8G; e.g. 512M, 32G)");
+  sub->add_option("--target", a->target,
+                  "search the pipeline's main parameter for bits=B (bits/param) or rel_l2=E (docs/target.md)");
+  sub->add_option("--target-scope", a->target_scope,
+                  "rel_l2 per tensor (every tensor meets E; default) or over the snapshot: tensor|snapshot");
   add_input_options(*sub, a->in);
   add_record_paths_option(*sub, a->record_paths);
   add_nonfinite_option(*sub, a->nonfinite);

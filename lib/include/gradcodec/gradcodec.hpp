@@ -79,6 +79,37 @@ struct EncodeSummary {
   }
 };
 
+// Compress to a target (docs/target.md): a bits-per-parameter budget for the whole snapshot, or
+// a relative L2 error ||g - g^||/||g|| for every tensor (Scope::Tensor) or over the snapshot.
+struct Target {
+  enum class Kind : uint8_t { Bits, RelL2 } kind = Kind::Bits;
+  enum class Scope : uint8_t { Tensor, Snapshot } scope = Scope::Snapshot;
+  double value = 0;
+  std::string text() const;  // "bits=1", "rel_l2=0.5"
+};
+// "bits=B" or "rel_l2=E" (E, B > 0) and the scope "tensor", "snapshot" or "" (rel_l2: tensor;
+// bits: snapshot, the only scope it takes). Error(Usage) otherwise.
+Target parse_target(const std::string& text, const std::string& scope = "");
+
+struct TargetResult {
+  std::string pipeline;            // the chosen pipeline, canonical text
+  std::string stage, param, value; // the searched parameter and its chosen value (canonical text)
+  std::string coarser, finer;      // the grid's neighbours of the value ("" at either end)
+  double bits_per_parameter = 0;   // the container's, header included (EncodeSummary's figure)
+  double rel_l2 = 0;               // RelL2 targets: the worst tensor's or the snapshot's
+  bool has_error = false;          // rel_l2 was measured
+  size_t encodes = 0;              // candidates encoded
+};
+// Searches the main parameter of the first stage of options' pipeline that declares one
+// (TargetParam, plugin/registry.hpp) by bisection on its grid, encoding `frame` (loaded once and
+// held in memory) with `options` as Encoder would, header included, and decoding it for an error
+// target. Returns the finest value whose bits are <= B, or the coarsest whose error is <= E; the
+// search assumes the parameter is monotone (docs/target.md). Error(Usage) when no stage declares a
+// parameter, Error(Input) naming the target and the best figure reachable when none meets it; the
+// encoder's errors as Encoder's. Deterministic: the same frame, options and target give the same
+// result for any thread count.
+TargetResult search_target(const EncoderOptions& options, const FrameSource& frame, const Target& target);
+
 class Encoder {
  public:
   // A container written to `path` under a temporary name and renamed into place by finish()

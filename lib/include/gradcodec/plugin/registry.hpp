@@ -16,6 +16,19 @@
 
 namespace gradcodec {
 
+// The parameter that sets how much a stage keeps, searched by `--target` (docs/target.md). The
+// search walks the grid lo, lo + step, ..., hi (linear) or lo, lo * (1 + step), ... (log, values
+// rounded to 3 significant digits), hi always on it, and assumes a finer value never takes fewer
+// bits nor gives a larger error: larger is finer when `larger_is_finer`, else smaller (a
+// tolerance). `when` ("mode=rate") limits it to stages with that parameter value.
+struct TargetParam {
+  const char* name = nullptr;
+  double lo = 0, hi = 0, step = 1;
+  bool log = false;
+  bool larger_is_finer = true;
+  const char* when = nullptr;
+};
+
 struct StageEntry {
   const char* name;
   StageKind kind;
@@ -28,6 +41,7 @@ struct StageEntry {
   const char* summary;
   const char* source;   // paper / section
   const char* example;  // a complete pipeline using the stage (tests run every row's example)
+  std::vector<TargetParam> target{};  // the searched parameter (at most one applies); rows leave out the empty ones
 };
 
 // The table, in the order `gradcodec list stages` prints it.

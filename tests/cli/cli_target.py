@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""encode --target (docs/target.md) on the bundled real gradients: a bits target is met and the
+next finer grid value would exceed it; a rel_l2 target is met and the next cheaper value fails it
+(checked by encoding the neighbours and decoding them here); the chosen pipeline is the
+container's; impossible targets end in one error line; the same bytes for any thread count."""
+import os
+import re
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import clitest
+from clitest import fails, path, run
+
+SNAP = os.path.join(sys.argv[2], "test_data", "snapshots", "step_000.npz")
+LINE = re.compile(r"gradcodec: target (\S+): (\S+) (\w+)=(\S+) \(([0-9.]+) bits/param.*\): (.+)$", re.M)
+SUMMARY = re.compile(r"\(ratio [0-9.]+x, ([0-9.]+) bits/param\)")
+
+
+def encode(pipeline, out, *extra):
+    _, err = run("encode", SNAP, "-o", out, "-f", "--pipeline", pipeline, *extra)
+    return err
+
+
+def bits_of(pipeline):
+    err = encode(pipeline, path("probe.gcz"))
+    return float(SUMMARY.search(err).group(1))
+
+
+def rel_l2s(pipeline):
+    """(worst tensor, snapshot) relative L2 of the pipeline on the snapshot, decoded by the CLI."""
+    encode(pipeline, path("probe.gcz"))
+    run("decode", path("probe.gcz"), "-o", path("probe.npz"), "-f")
+    ref, dec = np.load(SNAP), np.load(path("probe.npz"))
+    worst, num, den = 0.0, 0.0, 0.0
+    for name in dec.files:
+        g, h = ref[name].astype(np.float64).ravel(), dec[name].astype(np.float64).ravel()
+        e, n = float(np.sum((g - h) ** 2)), float(np.sum(g * g))
+        worst = max(worst, np.sqrt(e / n) if n else 0.0)
+        num, den = num + e, den + n
+    return worst, np.sqrt(num / den)
+
+
+def search(pipeline, target, *extra):
+    out = path("t.gcz")
+    err = encode(pipeline, out, "--target", target, *extra)
+    m = LINE.search(err)
+    assert m, err
+    chosen = m.group(6)
+    stored, _ = run("inspect", out, "--json")
+    assert chosen in stored.decode(), "the container's pipeline is the chosen one"
+    assert float(SUMMARY.search(err).group(1)) == float(m.group(5)), err
+    return m.group(3), m.group(4), chosen, float(m.group(5))
+
+
+def with_value(chosen, param, value):
+    return re.sub(param + r"=[^,)]+", f"{param}={value}", chosen, count=1)
+
+
+# (pipeline, parameter, next finer value from the chosen text value, next cheaper)
+CASES = {
+    "topk(ratio=0.5)": lambda v: (f"{float(v) * 1.02:.3g}", f"{float(v) / 1.02:.3g}"),
+    "qsgd(levels=127)": lambda v: (str(int(v) + 1), str(int(v) - 1)),
+    "powersgd(rank=1)": lambda v: (str(int(v) + 1), str(int(v) - 1)),
+    "zfp(mode=rate, rate=8)": lambda v: (f"{float(v) + 0.25:g}", f"{float(v) - 0.25:g}"),
+}
+BITS = {"topk(ratio=0.5)": 1.0, "qsgd(levels=127)": 4.0, "powersgd(rank=1)": 4.0, "zfp(mode=rate, rate=8)": 5.0}
+REL = {"topk(ratio=0.5)": 0.5, "qsgd(levels=127)": 0.05, "powersgd(rank=1)": 0.6, "zfp(mode=rate, rate=8)": 0.1}
+
+
+def test_bits_target_met_within_one_step():
+    for pipeline, neighbours in CASES.items():
+        B = BITS[pipeline]
+        param, value, chosen, bits = search(pipeline, f"bits={B}")
+        assert bits <= B, (pipeline, bits)
+        assert bits_of(chosen) == bits
+        finer, _ = neighbours(value)
+        assert bits_of(with_value(chosen, param, finer)) > B, (pipeline, value, finer)
+
+
+def test_rel_l2_target_met_within_one_step():
+    for pipeline, neighbours in CASES.items():
+        E = REL[pipeline]
+        param, value, chosen, _ = search(pipeline, f"rel_l2={E}")
+        worst, _ = rel_l2s(chosen)
+        assert worst <= E * (1 + 1e-9), (pipeline, worst)
+        _, cheaper = neighbours(value)
+        assert rel_l2s(with_value(chosen, param, cheaper))[0] > E, (pipeline, value, cheaper)
+
+
+def test_rel_l2_snapshot_scope():
+    param, value, chosen, _ = search("topk(ratio=0.5)", "rel_l2=0.5", "--target-scope", "snapshot")
+    _, snap = rel_l2s(chosen)
+    assert snap <= 0.5 and rel_l2s(with_value(chosen, param, f"{float(value) / 1.02:.3g}"))[1] > 0.5
+    # per tensor is stricter: it needs at least as large a ratio
+    _, v_tensor, _, _ = search("topk(ratio=0.5)", "rel_l2=0.5")
+    assert float(v_tensor) >= float(value)
+
+
+def test_impossible_targets_refused():
+    fails("encode", SNAP, "-o", path("x.gcz"), "--pipeline", "powersgd(rank=1)", "--target", "bits=0.5", code=2,
+          contains=("bits=0.5", "cannot be met", "rank=1", "bits/param"))
+    fails("encode", SNAP, "-o", path("x.gcz"), "--pipeline", "qsgd(levels=127)", "--target", "rel_l2=1e-09",
+          code=2, contains=("rel_l2=1e-09", "cannot be met", "rel L2"))
+    fails("encode", SNAP, "-o", path("x.gcz"), "--pipeline", "fp16", "--target", "bits=4", code=1,
+          contains="no stage")
+    fails("encode", SNAP, "-o", path("x.gcz"), "--pipeline", "qsgd", "--target", "speed=4", code=1, contains="speed=4")
+    fails("encode", SNAP, "-o", path("x.gcz"), "--pipeline", "qsgd", "--target", "bits=-1", code=1, contains="positive")
+    fails("encode", SNAP, "-o", path("x.gcz"), "--pipeline", "qsgd", "--target", "bits=4", "--target-scope", "tensor",
+          code=1, contains="snapshot")
+    assert not os.path.exists(path("x.gcz"))
+
+
+def test_deterministic_across_threads():
+    blobs = []
+    for threads in ("1", "2"):
+        out = path(f"d{threads}.gcz")
+        encode("qsgd(levels=127)", out, "--target", "rel_l2=0.05", "--threads", threads)
+        blobs.append(open(out, "rb").read())
+    assert blobs[0] == blobs[1]
+
+
+if __name__ == "__main__":
+    clitest.run_all(globals())
