@@ -27,7 +27,10 @@ STEPS = sorted(glob.glob(os.path.join(SRC, "test_data", "snapshots", "step_*.npz
 def mpirun(n, *args, expect=0):
     """Runs `mpirun -np n gradcodec args`; checks the exit status; returns (stdout, stderr)."""
     assert MPIRUN, "mpirun not found (Debian: openmpi-bin), though gradcodec was built with MPI"
-    cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(n), EXE, *map(str, args)]
+    # Shared memory between ranks without Linux's cross-memory attach, which containers that
+    # restrict ptrace refuse (Open MPI would warn and fall back, or fail).
+    cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "--mca", "btl_vader_single_copy_mechanism", "none",
+           "-np", str(n), EXE, *map(str, args)]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
     err = p.stderr.decode("utf-8", "replace")
     assert p.returncode == expect, f"{' '.join(cmd)}: exit {p.returncode}, expected {expect}\n{err}"
