@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <set>
+#include <thread>
 #include <unistd.h>
 
 namespace gradcodec::cli {
@@ -58,6 +59,9 @@ int run_encode(const EncodeArgs& a) {
   eo.keyframe_interval = a.keyframe_interval;
   eo.nonfinite = a.nonfinite;
   eo.threads = a.threads;
+  // Under MPI the ranks on one machine share its cores: by default each takes its share.
+  if (!a.threads && ranks::active())
+    eo.threads = std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(ranks::local_size()));
   eo.overwrite = a.force;
   if (!a.memory_limit.empty()) eo.memory_limit = parse_memory_limit(a.memory_limit);
   canonical_pipeline(eo);  // a bad preset or pipeline is refused before any input is opened
@@ -154,7 +158,7 @@ void setup_encode(CLI::App& app, Runner& run) {
                   ->check(non_empty_text());
   pre->excludes(pip);
   sub->add_option("--seed", a->seed, "seed of every random choice (stored in the container)")->check(whole_number());
-  sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores); output bytes do not depend on it");
+  sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores, under MPI the rank's share of them); output bytes do not depend on it");
   sub->add_option("--keyframe-interval", a->keyframe_interval,
                   "every K-th frame needs no earlier frame (0: only the first)");
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");

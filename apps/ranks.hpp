@@ -28,6 +28,8 @@ int finish(int status);
 bool active();
 int rank();
 int size();
+// The ranks on this machine (MPI_COMM_TYPE_SHARED); 1 when not under MPI.
+int local_size();
 // Runs `step` on every rank; then, if it threw on any, every rank throws the error (code and
 // message) of the lowest rank where it did.
 void together(const std::function<void()>& step);

@@ -21,7 +21,7 @@ namespace gradcodec::cli::ranks {
 namespace {
 
 bool g_active = false;
-int g_rank = 0, g_size = 1;
+int g_rank = 0, g_size = 1, g_local = 1;
 
 // The variables the launchers set in every process they start: Open MPI's mpirun, PMIx (Slurm's
 // srun --mpi=pmix, Open MPI 4+), PMI-1/2 (srun --mpi=pmi2, MPICH's Hydra).
@@ -51,6 +51,11 @@ void start(int& argc, char**& argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  MPI_Comm node;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &g_local);
+    MPI_Comm_free(&node);
+  }
   g_active = true;
   if (g_rank != 0) {  // rank 0 speaks for the job (ranks.hpp)
     const int null = ::open("/dev/null", O_WRONLY);
@@ -83,6 +88,7 @@ int finish(int status) {
 bool active() { return g_active; }
 int rank() { return g_rank; }
 int size() { return g_size; }
+int local_size() { return g_local; }
 
 void together(const std::function<void()>& step) {
   int code = 0;
