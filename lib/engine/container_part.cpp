@@ -189,7 +189,7 @@ uint64_t ContainerPart::write(const ContainerHeader& header, std::span<const std
         write_at(pos, meta);
         uint64_t at = pos + meta.size();
         for (const auto& s : m.streams[it->second].all()) {
-          write_at(at, s.view());
+          if (!s.view().empty()) write_at(at, s.view());
           at += s.view().size();
         }
       }

@@ -116,9 +116,12 @@ SkBuckets sk_buckets(std::span<const float> v, uint32_t q) {
     sum[at] += std::fabs(v[i]);
     ++count[at];
   }
+  // An empty bucket's mean is its lower split. Bucket 0 has none; it is empty only when every
+  // magnitude is at least split 1 = a[n/Q], i.e. when a[0] equals it (ties at the bottom), and its
+  // mean is then a[0].
   b.mean.resize(nq);
   for (uint64_t s = 0; s < nq; ++s)
-    b.mean[s] = count[s] ? static_cast<float>(sum[s] / static_cast<double>(count[s])) : b.split[s - 1];
+    b.mean[s] = count[s] ? static_cast<float>(sum[s] / static_cast<double>(count[s])) : s ? b.split[s - 1] : a[0];
   return b;
 }
 

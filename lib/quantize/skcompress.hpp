@@ -13,7 +13,7 @@
 //  1. Buckets: Q = min(q, n) equal-frequency buckets of the magnitudes |v| (exact quantiles of
 //     the sorted magnitudes a[0..n): split s_b = a[⌊b·n/Q⌋], b = 1..Q−1); value i goes to bucket
 //     B_i = #{b : s_b ≤ |v_i|}, so buckets ascend with magnitude. Bucket means (f32, of the
-//     magnitudes; an empty bucket's mean is its split) go to stream `scale`.
+//     magnitudes; an empty bucket b ≥ 1 has mean s_b, an empty bucket 0 a[0]) go to stream `scale`.
 //  2. MinMaxSketch: r rows × W = max(1, ⌈c·n⌉) cells; row j's cell of key x is
 //     h_j(x) = ⌊mix(x + (j+1)·0x9E3779B97F4A7C15) · W / 2^64⌋ (mix: the splitmix64 finalizer).
 //     Insert keeps per cell the MIN of the bucket indexes hashed there (0 in a cell no key

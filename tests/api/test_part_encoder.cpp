@@ -80,7 +80,7 @@ std::vector<uint8_t> in_parts(const EncoderOptions& o, int n, const std::functio
         REQUIRE_FALSE(written[at + k]);  // no byte is written twice
         written[at + k] = true;
       }
-      std::memcpy(file.data() + at, b.data(), b.size());
+      if (!b.empty()) std::memcpy(file.data() + at, b.data(), b.size());
     });
     if (summary) *summary = s;
   }

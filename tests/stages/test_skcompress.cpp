@@ -147,6 +147,20 @@ TEST_CASE("skcompress: without collisions each value is within its bucket's widt
   CHECK(alone >= 249);  // 16,000 cells per row for 250 keys
 }
 
+TEST_CASE("skcompress: repeated magnitudes leave buckets empty, bucket 0 among them; their means", "[skcompress]") {
+  // 10 equal magnitudes, 4 buckets: every split is 0.5, every value lands in bucket 3.
+  const std::vector<float> v = {0.5f, -0.5f, 0.5f, 0.5f, -0.5f, 0.5f, -0.5f, 0.5f, 0.5f, -0.5f};
+  const SkBuckets b = sk_buckets(v, 4);
+  REQUIRE(b.mean.size() == 4);
+  for (float m : b.mean) CHECK(m == 0.5f);
+  for (uint32_t k : b.bucket) CHECK(k == 3);
+  // Ties at the bottom only: 0.25 six times, then 1, 2, 3, 4 (split 1 = a[2] = 0.25).
+  const std::vector<float> w = {0.25f, 1.0f, 0.25f, 2.0f, 0.25f, 3.0f, 0.25f, 4.0f, 0.25f, 0.25f};
+  const SkBuckets c = sk_buckets(w, 4);
+  CHECK(c.mean[0] == 0.25f);  // empty: a[0]
+  CHECK(c.bucket[0] != 0);
+}
+
 TEST_CASE("skcompress: Huffman lengths, canonical bit counts, a lone symbol, the length limit", "[skcompress]") {
   // Merges (ties to the lower node): 1+1 (symbols 2, 3), symbol 4 (2) + that node, then symbol 0.
   const std::vector<uint64_t> freq = {5, 0, 1, 1, 2};
