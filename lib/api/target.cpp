@@ -42,6 +42,16 @@ std::vector<double> make_grid(const TargetParam& p) {
   return g;
 }
 
+// Bisection on the grid, pred(lo) holding and pred(hi) not: the first index where it stops.
+template <class Pred>
+size_t first_not(size_t lo, size_t hi, const Pred& pred) {
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    (pred(mid) ? lo : hi) = mid;
+  }
+  return hi;
+}
+
 bool applies(const TargetParam& p, const StageSpec& s) {
   if (!p.when) return true;
   const std::string when = p.when;
@@ -174,12 +184,7 @@ TargetResult search_target(const EncoderOptions& options, const FrameSource& fra
     if (meets(0)) {
       chosen = 0;
     } else {
-      size_t lo = 0, hi = last;  // lo fails, hi meets
-      while (hi - lo > 1) {
-        const size_t mid = lo + (hi - lo) / 2;
-        (meets(mid) ? hi : lo) = mid;
-      }
-      chosen = hi;
+      chosen = first_not(0, last, [&](size_t i) { return !meets(i); });  // 0 fails, last meets
     }
   } else {
     // The finest value whose bits are at most B.
@@ -190,12 +195,7 @@ TargetResult search_target(const EncoderOptions& options, const FrameSource& fra
     if (meets(last)) {
       chosen = last;
     } else {
-      size_t lo = 0, hi = last;  // lo meets, hi fails
-      while (hi - lo > 1) {
-        const size_t mid = lo + (hi - lo) / 2;
-        (meets(mid) ? lo : hi) = mid;
-      }
-      chosen = lo;
+      chosen = first_not(0, last, meets) - 1;  // 0 meets, last fails
     }
   }
   const Figures& f = eval(chosen);
