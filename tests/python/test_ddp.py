@@ -2,6 +2,7 @@
 """gradcodec.torch.ddp_comm_hook in real data-parallel training: 2 processes, PyTorch's
 DistributedDataParallel over the gloo backend on CPU, ~20 steps (docs/python.md, "PyTorch")."""
 
+import datetime
 import json
 import os
 
@@ -16,7 +17,12 @@ STEPS = 20
 def worker(rank, world, rendezvous, out_dir, pipeline):
     import gradcodec.torch as gt
 
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
+    # Both ranks are on this machine: gloo talks over the loopback device, not the interface the
+    # host name resolves to (a CI machine may resolve it to an address it cannot reach, and gloo
+    # would wait there for half an hour). A stuck collective fails after two minutes, not never.
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
     torch.manual_seed(0)  # the same initial model on every rank (DDP also broadcasts it)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.004)  # several buckets
