@@ -5,6 +5,7 @@
 //        gradcodec bench --workers GLOB|MANIFEST... [--seeds N] [--json F]   (bench_workers.hpp)
 // Compares compressors side by side on the user's gradients. With no INPUT: the bundled
 // test_data snapshots; with no --preset/--pipeline: every preset.
+#include "bench_collective.hpp"
 #include "bench_report.hpp"
 #include "bench_workers.hpp"
 #include "commands.hpp"
@@ -45,6 +46,8 @@ struct BenchArgs {
   NonFinite nonfinite = NonFinite::Refuse;
   InputOptions in;
   std::string link, latency = "10us", collective = "auto";  // the link model (docs/bench.md)
+  bool collective_given = false;  // --collective without --link: measured over MPI (bench_collective.hpp)
+  std::string aggregates;         // --collective: every row's aggregate as DIR/rowK.gcz
   std::string baseline = "fp32";
   std::string plot;  // --plot FILE: the rate-distortion chart (plot.hpp)  // what the table's ratio is against: the input (fp32) or a 16-bit copy
 };
@@ -176,6 +179,20 @@ int run_bench(BenchArgs a) {
     link_workers = static_cast<unsigned>(std::stoul(n));
     a.workers.clear();
   }
+  if (a.collective_given && a.link.empty()) {
+    // The real aggregation over MPI (bench_collective.hpp): one rank per worker.
+    if (a.workers.empty())
+      fail(ErrorCode::Usage, "--collective applies to the link model (--link RATE --workers N) or, with --workers "
+                             "GLOB under mpirun (one worker input per rank), measures the real aggregation");
+    if (!a.inputs.empty() || !a.sweeps.empty() || !a.csv.empty() || !a.plot.empty() || a.no_compensation ||
+        a.full_sync > 0)
+      fail(ErrorCode::Usage, "--collective with --workers measures the rows on the workers' inputs: give no INPUT, "
+                             "--sweep, --csv, --plot, --no-compensation or --full-sync with it");
+    return run_bench_collective({a.workers, a.presets, a.pipelines, a.collective, a.repeat, a.json, a.aggregates,
+                                 a.markdown, a.force, a.in});
+  }
+  if (!a.aggregates.empty())
+    fail(ErrorCode::Usage, "--aggregates applies to --collective with --workers (under mpirun)");
   if (!a.workers.empty()) {
     if (!a.inputs.empty() || !a.presets.empty() || !a.pipelines.empty() || !a.sweeps.empty() || !a.csv.empty())
       fail(ErrorCode::Usage, "--workers compares the merge methods: give no INPUT, --preset, --pipeline, --sweep "
@@ -288,8 +305,12 @@ void setup_bench(CLI::App& app, Runner& run) {
                   "predict one aggregation over a link of this rate (25Gbit/s, 10GB/s) with --workers N workers: "
                   "bytes sent, communication and step time, speed-up over fp32 and fp16 all-reduce (docs/bench.md)");
   sub->add_option("--latency", a->latency, "--link: seconds per message, with a unit (s, ms, us, ns; default 10us)");
-  sub->add_option("--collective", a->collective,
-                  "--link: auto (each pipeline's own), allreduce, allgather or ring (Marsit's one-bit ring)");
+  CLI::Option* collective = sub->add_option(
+      "--collective", a->collective,
+      "--link: auto (each pipeline's own), allreduce, allgather or ring (Marsit's one-bit ring); with --workers GLOB "
+      "under mpirun (no --link): measure the real aggregation, auto or allgather (docs/scale-out.md)");
+  sub->add_option("--aggregates", a->aggregates,
+                  "--collective: write every row's aggregate of every step to DIR/rowK.gcz (lossless)");
   sub->add_option("--plot", a->plot,
                   "draw the rate-distortion chart (bits/param against rel L2 and cosine) to FILE.svg, .png or "
                   ".pdf, with matplotlib (python3 -m gradcodec.plot; Debian: python3-matplotlib)");
@@ -325,7 +346,10 @@ void setup_bench(CLI::App& app, Runner& run) {
   sub->add_flag("--markdown", a->markdown, "print the tables as Markdown");
   add_input_options(*sub, a->in);
   add_nonfinite_option(*sub, a->nonfinite);
-  sub->callback([a, &run] { run = [a] { return run_bench(*a); }; });
+  sub->callback([a, collective, &run] {
+    a->collective_given = collective->count() > 0;
+    run = [a] { return run_bench(*a); };
+  });
 }
 
 }  // namespace gradcodec::cli

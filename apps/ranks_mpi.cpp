@@ -2,6 +2,8 @@
 // ranks.hpp with MPI (Debian's OpenMPI; docs/scale-out.md).
 #include "ranks.hpp"
 
+#include "collectives.hpp"
+
 #include <gradcodec/error.hpp>
 
 #include <mpi.h>
@@ -122,22 +124,7 @@ void together(const std::function<void()>& step) {
 }
 
 std::vector<std::vector<uint8_t>> all_gather(const std::vector<uint8_t>& bytes) {
-  if (!g_active) return {bytes};
-  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max() / std::max(g_size, 1)))
-    fail(ErrorCode::Input, "the ranks' descriptions exceed what one exchange carries (2 GiB)");
-  const int n = static_cast<int>(bytes.size());
-  std::vector<int> sizes(static_cast<size_t>(g_size)), at(static_cast<size_t>(g_size));
-  check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
-  int64_t total = 0;
-  for (int r = 0; r < g_size; ++r) at[r] = static_cast<int>(total), total += sizes[r];
-  if (total > std::numeric_limits<int>::max())
-    fail(ErrorCode::Input, "the ranks' descriptions exceed what one exchange carries (2 GiB)");
-  std::vector<uint8_t> all(static_cast<size_t>(total));
-  check(MPI_Allgatherv(bytes.data(), n, MPI_BYTE, all.data(), sizes.data(), at.data(), MPI_BYTE, MPI_COMM_WORLD),
-        "MPI_Allgatherv");
-  std::vector<std::vector<uint8_t>> out;
-  for (int r = 0; r < g_size; ++r) out.emplace_back(all.begin() + at[r], all.begin() + at[r] + sizes[r]);
-  return out;
+  return collectives::all_gather(bytes);
 }
 
 std::string broadcast(const std::string& text) {

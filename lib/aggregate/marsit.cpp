@@ -5,21 +5,22 @@
 
 namespace gradcodec::aggregate {
 
+void marsit_step(std::span<uint8_t> v, std::span<const uint8_t> w, uint64_t m, uint64_t m_total, const Rng& rng) {
+  const double b_if0 = static_cast<double>(m - 1) / static_cast<double>(m);  // v* = 0 (so v = 1)
+  const double b_if1 = 1.0 / static_cast<double>(m);                        // v* = 1 (so v = 0)
+  for (uint64_t j = 0; j < v.size(); ++j) {
+    if (v[j] == w[j]) continue;  // v ∧ v* decides; the transient bit is not looked at
+    const double b = w[j] ? b_if1 : b_if0;
+    const double u = static_cast<double>(rng.at(j * (m_total - 1) + (m - 2)) >> 11) * 0x1.0p-53;
+    v[j] = u < b ? 1 : 0;
+  }
+}
+
 std::vector<uint8_t> marsit_bits(const std::vector<std::span<const uint8_t>>& bits, const Rng& rng) {
   if (bits.empty()) return {};
   const uint64_t m_total = bits.size();
   std::vector<uint8_t> v(bits[0].begin(), bits[0].end());
-  for (uint64_t m = 2; m <= m_total; ++m) {
-    const std::span<const uint8_t> w = bits[m - 1];
-    const double b_if0 = static_cast<double>(m - 1) / static_cast<double>(m);  // v* = 0 (so v = 1)
-    const double b_if1 = 1.0 / static_cast<double>(m);                        // v* = 1 (so v = 0)
-    for (uint64_t j = 0; j < v.size(); ++j) {
-      if (v[j] == w[j]) continue;  // v ∧ v* decides; the transient bit is not looked at
-      const double b = w[j] ? b_if1 : b_if0;
-      const double u = static_cast<double>(rng.at(j * (m_total - 1) + (m - 2)) >> 11) * 0x1.0p-53;
-      v[j] = u < b ? 1 : 0;
-    }
-  }
+  for (uint64_t m = 2; m <= m_total; ++m) marsit_step(v, bits[m - 1], m, m_total, rng);
   return v;
 }
 

@@ -23,6 +23,9 @@
 
 namespace gradcodec::aggregate {
 
+// Worker m's hop (m = 2..M, `m_total` = M): the running bits v meet its bits w in place.
+void marsit_step(std::span<uint8_t> v, std::span<const uint8_t> w, uint64_t m, uint64_t m_total, const Rng& rng);
+
 // The ring's final bits. `bits` holds M ≥ 1 workers' unpacked bits (0/1), all of one length.
 std::vector<uint8_t> marsit_bits(const std::vector<std::span<const uint8_t>>& bits, const Rng& rng);
 

@@ -8,6 +8,7 @@
 #include "aggregate/majority.hpp"
 #include "aggregate/marsit.hpp"
 #include "aggregate/mean.hpp"
+#include "aggregate/signs.hpp"
 #include "base/ordered_pool.hpp"
 
 #include <algorithm>
@@ -53,6 +54,21 @@ MergedValues merge_values(MergeMethod method, const std::vector<std::span<const 
     case MergeMethod::Mean: return aggregate::mean(workers);
   }
   fail(ErrorCode::Internal, "merge: unknown method");
+}
+
+std::vector<uint8_t> merge_sign_bits(std::span<const float> values) { return aggregate::sign_bits(values); }
+
+double merge_scale(std::span<const float> values) { return aggregate::mean_abs(values); }
+
+void marsit_hop(std::span<uint8_t> running, std::span<const uint8_t> own, uint32_t m, uint32_t workers,
+                const MergeKey& key) {
+  if (m < 2 || m > workers)
+    fail(ErrorCode::Usage, "marsit_hop: worker " + std::to_string(m) + " of " + std::to_string(workers) +
+                               " (expected 2.." + std::to_string(workers) + ")");
+  if (running.size() != own.size())
+    fail(ErrorCode::Usage, "marsit_hop: " + std::to_string(running.size()) + " running bits and " +
+                               std::to_string(own.size()) + " of the worker's own");
+  aggregate::marsit_step(running, own, m, workers, Rng(key.seed, key.frame, key.tensor, RngPurpose::Merge));
 }
 
 bool is_sign_pipeline(const Pipeline& p) {

@@ -109,3 +109,29 @@ TEST_CASE("marsit: values in, ±eta out, eta = mean of the workers' mean |g|", "
   const MergedValues given = merge_values(MergeMethod::Marsit, w, {4, 0, 0}, 0.25);
   for (size_t j = 0; j < 1000; ++j) REQUIRE(given.values[j] == (mv.values[j] >= 0 ? 0.25f : -0.25f));
 }
+
+TEST_CASE("marsit: the ring hop by hop (marsit_hop) gives merge_values' values bit for bit", "[merge][marsit]") {
+  for (uint32_t M : {2u, 3u, 5u}) {
+    std::vector<std::vector<float>> g;
+    for (uint32_t m = 0; m < M; ++m) g.push_back(test::gaussian(3001, 40 + m, 0.5f + static_cast<float>(m)));
+    std::vector<std::span<const float>> spans(g.begin(), g.end());
+    const MergeKey key{17, 3, 5};
+    const MergedValues whole = merge_values(MergeMethod::Marsit, spans, key);
+    // Worker 1 starts the ring; every later worker applies its hop to what it received.
+    std::vector<uint8_t> running = merge_sign_bits(g[0]);
+    double scales = merge_scale(g[0]);
+    for (uint32_t m = 2; m <= M; ++m) {
+      marsit_hop(running, merge_sign_bits(g[m - 1]), m, M, key);
+      scales += merge_scale(g[m - 1]);
+    }
+    const float eta = static_cast<float>(scales / M);
+    REQUIRE(whole.values.size() == running.size());
+    size_t differ = 0;
+    for (size_t j = 0; j < running.size(); ++j) differ += whole.values[j] != (running[j] ? eta : -eta);
+    CHECK(differ == 0);
+  }
+  std::vector<uint8_t> a(4, 1), b(5, 0);
+  CHECK_THROWS_AS(marsit_hop(a, b, 2, 2, {}), Error);                      // unequal lengths
+  CHECK_THROWS_AS(marsit_hop(a, std::vector<uint8_t>(4), 1, 2, {}), Error);  // m below 2
+  CHECK_THROWS_AS(marsit_hop(a, std::vector<uint8_t>(4), 3, 2, {}), Error);  // m above M
+}

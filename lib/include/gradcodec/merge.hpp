@@ -61,6 +61,18 @@ struct MergedValues {
 MergedValues merge_values(MergeMethod method, const std::vector<std::span<const float>>& workers,
                           const MergeKey& key, std::optional<double> eta = std::nullopt);
 
+// Marsit's ring one worker at a time, for a ring whose hops cross a network (bench --collective,
+// docs/scale-out.md). A worker's sign bits (unpacked, 1 = value ≥ 0) and scale (mean |value|, in
+// double) are merge_sign_bits and merge_scale of its values. Worker 1 sends its bits and scale;
+// worker m (m = 2..M) applies marsit_hop to the running bits it received, with its own bits, and
+// adds its scale to the running sum; worker M's bits are merge_values' marsit bits, and ±η with
+// η = the sum / M its values (the same arithmetic in the same order: equal bit for bit). `key` as
+// merge_values'. Error(Usage) for m outside 2..M or bits of unequal lengths.
+std::vector<uint8_t> merge_sign_bits(std::span<const float> values);
+double merge_scale(std::span<const float> values);
+void marsit_hop(std::span<uint8_t> running, std::span<const uint8_t> own, uint32_t m, uint32_t workers,
+                const MergeKey& key);
+
 // Marsit over a sequence of frames, with its global compensation and periodic full-precision
 // synchronisation (Marsit, Algorithm 1 lines 1, 9–13 and §4.1.3; Algorithm 2 line 1).
 // Each worker m keeps, per tensor, a compensation vector c^(m), zero at the start. Frame t (t =

@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""`mpirun -np N gradcodec bench --collective auto --workers ...` (docs/scale-out.md): each rank is
+one worker; the aggregate of every row and step equals what `gradcodec merge` computes from the
+workers' containers (each `encode --seed r`): --method marsit for the one-bit ring rows, mean for
+the allgather rows, bit for bit; the fp32 and fp16 all-reduce baselines equal the mean up to their
+own rounding. The report's byte counts follow their definitions; the refusals are one line each.
+Runs Debian's Open MPI with --oversubscribe: 3 ranks on a 2-core machine."""
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import clitest
+from clitest import fails, path, run
+from cli_mpi import SRC, gradcodec_lines, mpirun
+
+WORKERS = [os.path.join(SRC, "test_data", "workers", f"worker_{m}.npz") for m in range(4)]
+# Two steps of three workers: rank r reads STEPS_OF[s][r] (a manifest lists one step per line).
+STEPS_OF = [WORKERS[0:3], WORKERS[1:4]]
+# A ring row, a stateful ring row (error feedback), a stateless and two stateful allgather rows.
+ROWS = {"signsgd": "marsit", "ef-signsgd": "marsit", "qsgd4": "mean", "dgc": "mean", "powersgd-r2": "mean"}
+
+
+def manifest():
+    m = path("steps.txt")
+    with open(m, "w") as f:
+        for step in STEPS_OF:
+            f.write(" ".join(step) + "\n")
+    return m
+
+
+def decoded_frame(container, name, frame):
+    out = path(f"{name}.npz")
+    run("decode", container, "-o", out, "--frame", str(frame), "--force", "--quiet")
+    z = np.load(out)
+    return {k: z[k] for k in z.files}
+
+
+def test_the_aggregates_equal_merge_of_the_workers_containers():
+    steps = manifest()
+    agg = path("aggregates")
+    report = path("collective.json")
+    args = ["bench", "--collective", "auto", "--workers", steps, "--repeat", "2", "--json", report,
+            "--aggregates", agg, "--force"]
+    for p in ROWS:
+        args += ["--preset", p]
+    out, _ = mpirun(3, *args)
+    assert b"allreduce-fp32" in out and b"powersgd-r2" in out
+    rep = json.load(open(report))
+    assert rep["schema"] == "gradcodec-bench-collective/1" and rep["ranks"] == 3 and rep["steps"] == 2
+    rows = rep["rows"]
+    assert [r["name"] for r in rows] == ["allreduce-fp32", "allreduce-fp16", *ROWS]
+    assert [r["collective"] for r in rows] == ["allreduce", "allreduce", "ring", "ring", "allgather", "allgather",
+                                               "allgather"]
+    # The true mean of each step, from the raw worker files.
+    truth = []
+    for step in STEPS_OF:
+        zs = [np.load(f) for f in step]
+        truth.append({k: np.mean([z[k].astype(np.float64) for z in zs], axis=0) for k in zs[0].files})
+    params = sum(v.size for v in truth[0].values())
+    assert rep["parameters"] == params
+
+    for k, (preset, method) in enumerate(ROWS.items(), start=2):
+        # Worker r's container: its inputs of both steps, as two frames, seed r.
+        workers = []
+        for r in range(3):
+            w = path(f"{preset}_w{r}.gcz")
+            run("encode", STEPS_OF[0][r], STEPS_OF[1][r], "--preset", preset, "--seed", str(r),
+                "--keyframe-interval", "0", "-o", w, "--force", "--quiet")
+            workers.append(w)
+        merged = path(f"{preset}_merged.gcz")
+        run("merge", *workers, "-o", merged, "--method", method, "--force", "--quiet")
+        ours = rows[k]["aggregate"]
+        assert os.path.basename(ours) == f"row{k}.gcz"
+        for f in range(2):
+            a = decoded_frame(ours, f"{preset}_ours{f}", f)
+            b = decoded_frame(merged, f"{preset}_merge{f}", f)
+            assert a.keys() == b.keys() == truth[f].keys()
+            for name in a:
+                assert np.array_equal(a[name].view(np.uint32), b[name].view(np.uint32)), (preset, f, name)
+        # The payload: the ring's packed bits and one f64 per tensor; allgather's records, each
+        # after a u64 length (the records a container holds, as `inspect` counts them).
+        if method == "marsit":
+            expect = sum((v.size + 7) // 8 + 8 for v in truth[0].values())
+            assert rows[k]["payload_bytes"] == expect, (preset, rows[k]["payload_bytes"], expect)
+            assert rows[k]["sent_bytes"] == 2 * 2 / 3 * expect
+        else:
+            total = 0
+            for w in workers:
+                info = json.loads(run("inspect", w, "--json")[0])
+                total += sum(fr["record_bytes"] for fr in info["frames"]) + 8 * len(truth[0]) * 2
+            assert rows[k]["payload_bytes"] == total / 6, (preset, rows[k]["payload_bytes"], total / 6)
+            assert rows[k]["sent_bytes"] == 2 * rows[k]["payload_bytes"]
+        assert rows[k]["bits_per_param"] == 8 * rows[k]["payload_bytes"] / params
+
+    # The baselines: 4 and 2 bytes per parameter; their aggregates are the mean up to the
+    # rounding of the sums: fp32's two additions, and fp16's five roundings to binary16 (three workers' values
+    # and two additions, each within half a spacing of the sum of the |values|), divided by 3.
+    assert rows[0]["payload_bytes"] == 4 * params and rows[1]["payload_bytes"] == 2 * params
+    for f in range(2):
+        fp32 = decoded_frame(rows[0]["aggregate"], f"base0_{f}", f)
+        fp16 = decoded_frame(rows[1]["aggregate"], f"base1_{f}", f)
+        zs = [np.load(w) for w in STEPS_OF[f]]
+        for name, want in truth[f].items():
+            total = sum(np.abs(z[name].astype(np.float64)) for z in zs)
+            bound = np.spacing(total.astype(np.float32)).astype(np.float64) * 2 / 3 + np.spacing(np.abs(want).astype(np.float32))
+            assert np.all(np.abs(fp32[name] - want) <= bound), (f, name)
+            bound = np.spacing(total.astype(np.float16)).astype(np.float64) * 2.5 / 3 + 1e-6 * np.abs(want)
+            assert np.all(np.abs(fp16[name] - want) <= bound), (f, name)
+    assert rows[0]["rel_l2"] < 1e-6 and 1e-6 < rows[1]["rel_l2"] < 1e-2
+    for r in rows:
+        assert r["step_seconds"] > 0 and r["transfer_seconds"] > 0
+        assert abs(r["speedup_fp32"] - rows[0]["step_seconds"] / r["step_seconds"]) < 1e-12
+        assert abs(r["speedup_fp16"] - rows[1]["step_seconds"] / r["step_seconds"]) < 1e-12
+    # rel_l2 against the true mean, from the aggregate written.
+    agg_qsgd = [decoded_frame(rows[4]["aggregate"], f"q{f}", f) for f in range(2)]
+    err = sum(np.sum((agg_qsgd[f][n].astype(np.float64) - truth[f][n]) ** 2) for f in range(2) for n in truth[f])
+    ref = sum(np.sum(truth[f][n] ** 2) for f in range(2) for n in truth[f])
+    assert abs(rows[4]["rel_l2"] - np.sqrt(err / ref)) < 1e-9 * max(1, rows[4]["rel_l2"])
+
+
+def test_refusals():
+    steps = manifest()
+    glob3 = os.path.join(SRC, "test_data", "workers", "worker_[012].npz")
+    # One rank per worker.
+    _, err = mpirun(2, "bench", "--collective", "auto", "--workers", glob3, "--preset", "qsgd4", expect=1)
+    assert len(gradcodec_lines(err)) == 1 and "mpirun -np 3" in err, err
+    # Alone, there is no aggregation to measure.
+    fails("bench", "--collective", "auto", "--workers", glob3, "--preset", "qsgd4", code=1, contains="mpirun")
+    fails("bench", "--collective", "ring", "--workers", glob3, code=1, contains="auto")
+    fails("bench", "--aggregates", path("x"), "--workers", glob3, code=1, contains="--collective")
+    fails("bench", WORKERS[0], "--collective", "auto", "--workers", glob3, code=1, contains="INPUT")
+    # A worker whose tensors differ from the others': exit 2, one line, no report.
+    odd = path("odd_worker.npz")
+    z = np.load(WORKERS[2])
+    np.savez(odd, **{("renamed_" + k if i == 0 else k): z[k] for i, k in enumerate(z.files)})
+    bad = path("bad_steps.txt")
+    with open(bad, "w") as f:
+        f.write(f"{WORKERS[0]} {WORKERS[1]} {odd}\n")
+    report = path("refused.json")
+    if os.path.exists(report):
+        os.remove(report)
+    _, err = mpirun(3, "bench", "--collective", "auto", "--workers", bad, "--preset", "qsgd4", "--json", report,
+                    expect=2)
+    assert len(gradcodec_lines(err)) == 1 and "odd_worker.npz" in err, err
+    assert not os.path.exists(report)
+
+
+if __name__ == "__main__":
+    clitest.run_all(globals())
