@@ -106,6 +106,30 @@ std::string md_cell(const std::string& s) {
   return out;
 }
 
+// bench --target: what each row's search chose on the first frame (docs/target.md).
+void print_targets(std::FILE* out, const ordered_json& report, bool md) {
+  std::fprintf(out, "\ntarget %s, searched on the first frame (as encode --target)\n",
+               report["target"].get<std::string>().c_str());
+  if (md) std::fprintf(out, "| pipeline | chosen |\n|---|---|\n");
+  for (const auto& r : report["rows"]) {
+    if (!r.contains("target")) continue;
+    const ordered_json& t = r["target"];
+    std::string chosen;
+    if (t["status"] == "met") {
+      chosen = format("%s %s=%s (%.4g bits/param", t["stage"].get<std::string>().c_str(),
+                      t["param"].get<std::string>().c_str(), t["value"].get<std::string>().c_str(),
+                      num(t["bits_per_param"]));
+      if (!t["rel_l2"].is_null()) chosen += format(", rel L2 %.4g", num(t["rel_l2"]));
+      chosen += format("; %zu encodes)", t["encodes"].get<size_t>());
+    } else {
+      chosen = std::string(t["status"] == "none" ? "as given: " : "not met, as given: ") + t["reason"].get<std::string>();
+    }
+    std::string name = full_name(r);
+    if (md) name = md_cell(name), chosen = md_cell(chosen);
+    std::fprintf(out, md ? "| %s | %s |\n" : "%s\n    %s\n", name.c_str(), chosen.c_str());
+  }
+}
+
 void print_table(std::FILE* out, const ordered_json& report, bool md, bool baseline16) {
   const ordered_json& rows = report["rows"];
   std::string in;
@@ -156,6 +180,7 @@ void print_table(std::FILE* out, const ordered_json& report, bool md, bool basel
                  100 * num(j["time_lossless"]), bias_text(j).c_str());
   }
   if (report.contains("link")) print_link_table(out, report, md);
+  if (report.contains("target")) print_targets(out, report, md);
   // Every figure reported by some row, with its formula, for the legend (in order of appearance).
   ordered_json names = ordered_json::object();
   for (const auto& r : rows)

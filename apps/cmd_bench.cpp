@@ -49,6 +49,7 @@ struct BenchArgs {
   bool collective_given = false;  // --collective without --link: measured over MPI (bench_collective.hpp)
   std::string aggregates;         // --collective: every row's aggregate as DIR/rowK.gcz
   std::string baseline = "fp32";
+  std::string target, target_scope;  // --target, --target-scope (docs/target.md)
   std::string plot;  // --plot FILE: the rate-distortion chart (plot.hpp)  // what the table's ratio is against: the input (fp32) or a 16-bit copy
 };
 
@@ -185,18 +186,19 @@ int run_bench(BenchArgs a) {
       fail(ErrorCode::Usage, "--collective applies to the link model (--link RATE --workers N) or, with --workers "
                              "GLOB under mpirun (one worker input per rank), measures the real aggregation");
     if (!a.inputs.empty() || !a.sweeps.empty() || !a.csv.empty() || !a.plot.empty() || a.no_compensation ||
-        a.full_sync > 0)
+        a.full_sync > 0 || !a.target.empty())
       fail(ErrorCode::Usage, "--collective with --workers measures the rows on the workers' inputs: give no INPUT, "
-                             "--sweep, --csv, --plot, --no-compensation or --full-sync with it");
+                             "--sweep, --csv, --plot, --no-compensation, --full-sync or --target with it");
     return run_bench_collective({a.workers, a.presets, a.pipelines, a.collective, a.repeat, a.json, a.aggregates,
                                  a.markdown, a.force, a.in});
   }
   if (!a.aggregates.empty())
     fail(ErrorCode::Usage, "--aggregates applies to --collective with --workers (under mpirun)");
   if (!a.workers.empty()) {
-    if (!a.inputs.empty() || !a.presets.empty() || !a.pipelines.empty() || !a.sweeps.empty() || !a.csv.empty())
-      fail(ErrorCode::Usage, "--workers compares the merge methods: give no INPUT, --preset, --pipeline, --sweep "
-                             "or --csv with it");
+    if (!a.inputs.empty() || !a.presets.empty() || !a.pipelines.empty() || !a.sweeps.empty() || !a.csv.empty() ||
+        !a.target.empty())
+      fail(ErrorCode::Usage, "--workers compares the merge methods: give no INPUT, --preset, --pipeline, --sweep, "
+                             "--csv or --target with it");
     if (ranks::active() && ranks::rank() != 0) return 0;  // on rank 0 alone (docs/scale-out.md)
     check_workers_report(a.json, a.force);
     return run_bench_workers({a.workers, a.seeds, a.json, a.markdown, a.in, !a.no_compensation, a.full_sync});
@@ -223,6 +225,8 @@ int run_bench(BenchArgs a) {
     fail(ErrorCode::Usage, "--latency applies to the link model (--link RATE)");
   }
   o.collective = a.collective;
+  o.target = a.target;
+  o.target_scope = a.target_scope;
   const size_t rows = bench_plan(o).size();  // the rows checked before anything is opened
   // Under MPI the ranks share the rows (round robin) and rank 0 alone writes the report, joined
   // in the rows' order (docs/scale-out.md).
@@ -324,6 +328,11 @@ void setup_bench(CLI::App& app, Runner& run) {
                   "--workers: marsit aggregates every K-th step (0, K, 2K, ...) in full precision and resets the "
                   "compensation (Marsit Algorithm 1); 0 = never (default)")
       ->check(whole_number());
+  sub->add_option("--target", a->target,
+                  "choose each row's main parameter first for bits=B (bits/param) or rel_l2=E, on the first "
+                  "frame, as encode --target does (docs/target.md)");
+  sub->add_option("--target-scope", a->target_scope,
+                  "--target rel_l2: every tensor meets E (tensor, default) or the snapshot does (snapshot)");
   sub->add_option("--sweep", a->sweeps, "STAGE.PARAM=a,b,c: one row per value (repeatable)")->allow_extra_args(false);
   sub->add_option("--repeat", a->repeat, "timed runs per row, at least (default 3)");
   sub->add_option("--min-time", a->min_time, "seconds of timed encoding and of decoding per row, at least (default 0.2)")

@@ -68,6 +68,13 @@ void check_link(const BenchOptions& o) {
 
 std::vector<Row> bench_rows(const BenchOptions& o) {
   check_link(o);
+  if (!o.target.empty()) {
+    parse_target(o.target, o.target_scope);  // Usage for a malformed one, now
+    if (!o.sweeps.empty())
+      fail(ErrorCode::Usage, "--target chooses each row's main parameter itself: give --sweep or --target, not both");
+  } else if (!o.target_scope.empty()) {
+    fail(ErrorCode::Usage, "--target-scope applies to --target rel_l2=E");
+  }
   std::vector<Row> rows;
   for (const auto& p : o.presets) rows.push_back({Pipeline::preset(p), p, ""});
   for (const auto& t : o.pipelines) rows.push_back({Pipeline::parse(t), "pipeline", ""});
@@ -117,6 +124,40 @@ std::string scratch_dir(const std::string& given) {
              : std::filesystem::temp_directory_path().string();
 }
 
+// bench --target: the row's main parameter chosen by search_target on `frame` (the first), as
+// `encode --target` chooses it with seed 0; the row's pipeline becomes the chosen one. Without a
+// searched parameter (Usage from the search) or with a target no value meets (Input), the row
+// stays as given and the target says why.
+api::RowTarget choose_target(Row& row, const std::vector<Tensor>& frame, const BenchOptions& o,
+                             const api::BenchSettings& s) {
+  api::RowTarget t;
+  t.asked = true;
+  t.given = row.pipeline.text();
+  EncoderOptions eo;
+  eo.pipeline = t.given;
+  eo.threads = s.threads;
+  eo.nonfinite = s.nonfinite;
+  eo.inputs_json = s.inputs_json;  // the header the row's container has: the same bits/param
+  FrameSource src;
+  src.count = frame.size();
+  src.info = [&frame](size_t i) { return frame[i].info; };
+  src.load = [&frame](size_t i) { return frame[i]; };
+  src.source = s.sources.empty() ? "" : s.sources[0];
+  try {
+    const TargetResult r = search_target(eo, src, parse_target(o.target, o.target_scope));
+    row.pipeline = Pipeline::parse(r.pipeline);
+    t.status = "met";
+    t.stage = r.stage, t.param = r.param, t.value = r.value;
+    t.bits_per_parameter = r.bits_per_parameter, t.rel_l2 = r.rel_l2, t.has_error = r.has_error;
+    t.encodes = r.encodes;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Usage && e.code() != ErrorCode::Input) throw;
+    t.status = e.code() == ErrorCode::Usage ? "none" : "unmet";
+    t.reason = e.what();
+  }
+  return t;
+}
+
 }  // namespace
 
 std::vector<std::string> bench_plan(const BenchOptions& options) {
@@ -158,13 +199,17 @@ std::string bench(const std::vector<std::vector<Tensor>>& frames, const BenchOpt
   for (size_t i = 0; i < rows.size(); ++i) {
     if (options.rows && !options.rows(i)) continue;
     if (options.progress) options.progress(i, rows.size(), row_name(rows[i]));
-    measured.push_back(api::bench_pipeline(rows[i].pipeline, rows[i].label, rows[i].sweep, frames, s));
-    measured.back().collective = api::auto_collective(rows[i].pipeline);
+    Row row = rows[i];
+    api::RowTarget target;
+    if (!options.target.empty()) target = choose_target(row, frames[0], options, s);
+    measured.push_back(api::bench_pipeline(row.pipeline, row.label, row.sweep, frames, s));
+    measured.back().collective = api::auto_collective(row.pipeline);
+    measured.back().target = std::move(target);
   }
   if (options.progress) options.progress(rows.size(), rows.size(), "");
   std::vector<std::string> inputs = options.inputs;
   if (inputs.empty()) inputs = s.sources;
-  return api::rows_json(measured, {inputs, frames.size(), s.threads, s.repeat, s.min_time, link});
+  return api::rows_json(measured, {inputs, frames.size(), s.threads, s.repeat, s.min_time, link, options.target});
 }
 
 }  // namespace gradcodec

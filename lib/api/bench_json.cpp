@@ -165,6 +165,25 @@ std::string auto_collective(const Pipeline& pipeline) {
   return signs ? "ring" : "allreduce";
 }
 
+// The row's target (docs/target.md): what the search chose on the first frame, or why it chose
+// nothing.
+ordered_json target_json(const RowTarget& t) {
+  ordered_json j;
+  j["status"] = t.status;
+  j["given"] = t.given;
+  if (t.status == "met") {
+    j["stage"] = t.stage;
+    j["param"] = t.param;
+    j["value"] = t.value;
+    j["bits_per_param"] = t.bits_per_parameter;
+    j["rel_l2"] = t.has_error ? ordered_json(t.rel_l2) : ordered_json(nullptr);
+    j["encodes"] = t.encodes;
+  } else {
+    j["reason"] = t.reason;
+  }
+  return j;
+}
+
 std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
   ordered_json out;
   out["schema"] = kBenchSchema;
@@ -174,6 +193,7 @@ std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx
   out["threads"] = ctx.threads;
   out["repeat"] = ctx.repeat;
   out["min_time"] = ctx.min_time;
+  if (!ctx.target.empty()) out["target"] = ctx.target;
   const bool link = ctx.link.rate > 0;
   if (link) {
     ordered_json formulas = ordered_json::object();
@@ -202,6 +222,7 @@ std::string rows_json(const std::vector<BenchRow>& rows, const BenchContext& ctx
     }
     j["per_frame"] = frames;
     j["stage_stats"] = stats_json(r.stats);
+    if (r.target.asked) j["target"] = target_json(r.target);
     if (!r.tensors.empty()) {
       ordered_json ts = ordered_json::array();
       for (const auto& t : r.tensors)

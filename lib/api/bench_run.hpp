@@ -61,6 +61,18 @@ struct SeedBias {
   double bias = 0;
 };
 
+// A row's parameter chosen for BenchOptions::target (search_target on the first frame).
+struct RowTarget {
+  bool asked = false;          // the run had a target
+  std::string status;          // "met"; "unmet": no grid value meets it; "none": no searched parameter
+  std::string given;           // the row's pipeline before the search (canonical text)
+  std::string stage, param, value;
+  double bits_per_parameter = 0, rel_l2 = 0;  // the search's figures for the first frame
+  bool has_error = false;
+  size_t encodes = 0;
+  std::string reason;          // unmet, none: the search's message
+};
+
 struct BenchRow {
   std::string label;       // preset name, or "pipeline"
   std::string collective;  // how its payloads aggregate: allreduce, allgather or ring (link model)
@@ -82,6 +94,7 @@ struct BenchRow {
   double rel_l2_mean = 0, rel_l2_std = 0;
   std::vector<FrameFigures> frames;
   std::vector<TensorFigures> tensors;
+  RowTarget target;
 };
 
 // Runs one row. Throws Error(Mismatch) when a decoded run differs from what it must be.
@@ -106,6 +119,7 @@ struct BenchContext {
   unsigned repeat = 0;
   double min_time = 0;
   LinkModel link;
+  std::string target;  // BenchOptions::target's text ("" for none)
 };
 
 // How a pipeline's payloads aggregate across workers (docs/bench.md, "Link model"): "allreduce"

@@ -249,7 +249,8 @@ def _names(what, values):
 
 
 def bench(frames, *, presets=None, pipelines=None, sweeps=None, repeat=3, min_time=0.2, seeds=1, threads=1,
-          nonfinite="refuse", per_tensor=False, link_rate=0, link_workers=0, link_latency=1e-5, collective="auto"):
+          nonfinite="refuse", per_tensor=False, link_rate=0, link_workers=0, link_latency=1e-5, collective="auto",
+          target=None, target_scope=None):
     """Compares compressors on the frames (one mapping name -> array, or a list of them): the
     rows `gradcodec bench --json` reports, as a list of dicts with its field names
     (docs/bench.md) — ratio, bits_per_param and its parts, rel_l2, cosine, encode_mbps, ... One
@@ -258,7 +259,9 @@ def bench(frames, *, presets=None, pipelines=None, sweeps=None, repeat=3, min_ti
     not return its input exactly). Each frame records the source "<memory>", so a row's
     output_bytes is the size of ``encode`` of the same frames. With ``link_rate`` (bytes per
     second) and ``link_workers`` (N >= 2), each row also gets the link model's ``link_*`` fields
-    (docs/bench.md, "Link model"; ``link_latency`` in seconds per message)."""
+    (docs/bench.md, "Link model"; ``link_latency`` in seconds per message). With ``target``
+    ("bits=B" or "rel_l2=E", docs/target.md) each row's main parameter is first chosen on the
+    first frame, and the row's ``target`` says what was chosen (or why nothing was)."""
     for what, v in (("link_rate", link_rate), ("link_latency", link_latency)):
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v < float("inf"):
             raise UsageError(f"{what} must be a number >= 0, not {v!r}")
@@ -268,7 +271,8 @@ def bench(frames, *, presets=None, pipelines=None, sweeps=None, repeat=3, min_ti
     text = _core.bench(items, _names("presets", presets), _names("pipelines", pipelines), _names("sweeps", sweeps),
                        _uint("repeat", repeat, 32), float(min_time), _uint("seeds", seeds, 32),
                        _uint("threads", threads, 16), str(nonfinite), bool(per_tensor), float(link_rate),
-                       _uint("link_workers", link_workers, 16), float(link_latency), str(collective))
+                       _uint("link_workers", link_workers, 16), float(link_latency), str(collective),
+                       "" if target is None else str(target), "" if target_scope is None else str(target_scope))
     return json.loads(text)["rows"]
 
 

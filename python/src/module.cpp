@@ -330,7 +330,7 @@ PYBIND11_MODULE(_core, m) {
       [](const py::sequence& frames, const std::vector<std::string>& presets, const std::vector<std::string>& pipelines,
          const std::vector<std::string>& sweeps, unsigned repeat, double min_time, unsigned seeds, unsigned threads,
          const std::string& nonfinite, bool per_tensor, double link_rate, unsigned link_workers, double link_latency,
-         const std::string& collective) {
+         const std::string& collective, const std::string& target, const std::string& target_scope) {
         BenchOptions o;
         o.presets = presets;
         o.pipelines = pipelines;
@@ -345,6 +345,8 @@ PYBIND11_MODULE(_core, m) {
         o.link_workers = link_workers;
         o.link_latency = link_latency;
         o.collective = collective;
+        o.target = target;
+        o.target_scope = target_scope;
         bench_plan(o);  // bad options refused before the arrays are taken
         std::vector<HeldFrame> held;
         std::vector<std::vector<TensorView>> views;
@@ -357,7 +359,8 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("frames"), py::arg("presets"), py::arg("pipelines"), py::arg("sweeps"), py::arg("repeat"),
       py::arg("min_time"), py::arg("seeds"), py::arg("threads"), py::arg("nonfinite"), py::arg("per_tensor"),
-      py::arg("link_rate"), py::arg("link_workers"), py::arg("link_latency"), py::arg("collective"));
+      py::arg("link_rate"), py::arg("link_workers"), py::arg("link_latency"), py::arg("collective"),
+      py::arg("target"), py::arg("target_scope"));
 
   m.def(
       "merge",

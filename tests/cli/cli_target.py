@@ -3,7 +3,10 @@
 """encode --target (docs/target.md) on the bundled real gradients: a bits target is met and the
 next finer grid value would exceed it; a rel_l2 target is met and the next cheaper value fails it
 (checked by encoding the neighbours and decoding them here); the chosen pipeline is the
-container's; impossible targets end in one error line; the same bytes for any thread count."""
+container's; impossible targets end in one error line; the same bytes for any thread count.
+bench --target: each row measured with the value encode --target chooses, or as given when it
+has no searched parameter or its target cannot be met, and said so."""
+import json
 import os
 import re
 import sys
@@ -120,6 +123,59 @@ def test_deterministic_across_threads():
         encode("qsgd(levels=127)", out, "--target", "rel_l2=0.05", "--threads", threads)
         blobs.append(open(out, "rb").read())
     assert blobs[0] == blobs[1]
+
+
+def bench_target(target, *rows, extra=()):
+    report = path("bench_target.json")
+    args = ["bench", SNAP, "--target", target, "--repeat", "1", "--min-time", "0", "--json", report, "--force",
+            "--per-tensor", *extra]
+    for kind, value in rows:
+        args += [kind, value]
+    out, _ = run(*args)
+    return json.load(open(report)), out.decode()
+
+
+def test_bench_target_rows_take_encode_targets_choice():
+    # Each row's pipeline is what encode --target chooses on the same snapshot, and the row's
+    # container meets the target (one frame: the same container, header included).
+    rows = [("--pipeline", "topk(ratio=0.5)"), ("--pipeline", "powersgd(rank=1)"),
+            ("--pipeline", "zfp(mode=rate, rate=8)"), ("--preset", "signsgd")]
+    rep, table = bench_target("bits=2.7", *rows)
+    assert rep["target"] == "bits=2.7"
+    got = {r["target"]["given"]: r for r in rep["rows"]}
+    for given in ("topk(ratio=0.5) | raw | varint", "powersgd | raw", "zfp(rate=8)"):
+        r = got[given]
+        assert r["target"]["status"] == "met", r["target"]
+        _, value, chosen, bits = search(given.split(" | ")[0], "bits=2.7")
+        assert r["pipeline"] == chosen and r["target"]["value"] == value, (r["pipeline"], chosen)
+        assert r["bits_per_param"] <= 2.7 and r["bits_per_param"] == r["target"]["bits_per_param"], r
+        assert abs(r["bits_per_param"] - bits) < 5e-4, (r["bits_per_param"], bits)  # encode prints 3 decimals
+        assert f"{r['target']['param']}={value}" in table
+    # No searched parameter, or no grid value meets the target: measured as given, and said so.
+    assert got["sign(scale=none)"]["target"]["status"] == "none"
+    assert got["sign(scale=none)"]["pipeline"] == "sign(scale=none)"
+    rep, table = bench_target("bits=2", ("--pipeline", "qsgd(levels=127)"))  # levels=1 takes 2.49
+    r = rep["rows"][0]
+    assert r["target"]["status"] == "unmet" and "cannot be met" in r["target"]["reason"], r["target"]
+    assert r["pipeline"] == "qsgd" and "not met, as given" in table
+
+
+def test_bench_rel_l2_target_every_tensor():
+    rep, _ = bench_target("rel_l2=0.3", ("--pipeline", "topk(ratio=0.5)"), ("--pipeline", "qsgd(levels=127)"))
+    for r in rep["rows"]:
+        assert r["target"]["status"] == "met", r["target"]
+        worst = max(t["rel_l2"] for t in r["per_tensor"])
+        assert worst <= 0.3 and abs(worst - r["target"]["rel_l2"]) < 1e-12, (r["pipeline"], worst)
+    rep, _ = bench_target("rel_l2=0.3", ("--pipeline", "topk(ratio=0.5)"), extra=("--target-scope", "snapshot"))
+    r = rep["rows"][0]
+    assert r["rel_l2"] <= 0.3 and abs(r["rel_l2"] - r["target"]["rel_l2"]) < 1e-12
+
+
+def test_bench_target_refusals():
+    fails("bench", SNAP, "--pipeline", "topk", "--target", "bits=2", "--sweep", "topk.ratio=0.1,0.2", code=1,
+          contains="--sweep")
+    fails("bench", SNAP, "--pipeline", "topk", "--target", "speed=4", code=1, contains="speed=4")
+    fails("bench", SNAP, "--pipeline", "topk", "--target-scope", "snapshot", code=1, contains="--target")
 
 
 if __name__ == "__main__":

@@ -176,6 +176,18 @@ def test_bench_link_model(steps):
         assert r["link_fp32_seconds"] == pytest.approx(1.5 * 4 * r["parameters"] / 2 / 1.25e9, rel=1e-12)
 
 
+def test_bench_target(steps):
+    _, frames = steps
+    rows = gradcodec.bench(frames[:1], pipelines=["topk(ratio=0.5)", "fp16"], repeat=1, min_time=0,
+                           target="bits=3")
+    topk, fp16 = rows
+    assert topk["target"]["status"] == "met" and topk["bits_per_param"] <= 3
+    assert topk["pipeline"] == f"topk(ratio={topk['target']['value']}) | raw | varint"
+    assert fp16["target"]["status"] == "none" and fp16["pipeline"] == "fp16"
+    with pytest.raises(gradcodec.UsageError, match="--sweep"):
+        gradcodec.bench(frames, pipelines=["topk"], sweeps=["topk.ratio=0.1"], target="bits=3")
+
+
 def test_encoder_appends_frames_and_reports_sizes(steps):
     _, frames = steps
     with gradcodec.Encoder(preset="topk-1pct", seed=2) as enc:

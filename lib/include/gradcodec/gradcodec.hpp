@@ -396,6 +396,12 @@ struct BenchOptions {
   // (ring all-reduce of payloads that sum in their encoded form), "allgather" (every worker's
   // payload to every other), or "ring" (Marsit's one-bit ring for signs).
   std::string collective = "auto";
+  // Compress to a target (docs/target.md): "bits=B" or "rel_l2=E" (empty: none), its scope as
+  // parse_target's. Each row's main parameter is first chosen by search_target on the first
+  // frame, and the row measured with the chosen value. A row without a searched parameter, or
+  // whose target no value on the grid meets, is measured as given; the report's "target" says
+  // which. Error(Usage) for a malformed target or one given with sweeps.
+  std::string target, target_scope;
   // Which rows to measure, by their place in bench_plan() (null: every row). The report holds
   // those alone, in order: the ranks of an MPI job each measure some and rank 0 joins their
   // reports (docs/scale-out.md). A row's figures do not depend on the others.
