@@ -54,7 +54,8 @@ int run_encode(const EncodeArgs& a) {
   check_container_name(a.output, a.force_name);
   EncoderOptions eo;
   eo.preset = a.preset;
-  eo.pipeline = a.pipeline;
+  // With a target, "topk" alone asks the search for its ratio (docs/target.md).
+  eo.pipeline = a.target.empty() ? a.pipeline : target_pipeline(a.pipeline);
   eo.seed = a.seed;
   eo.keyframe_interval = a.keyframe_interval;
   eo.nonfinite = a.nonfinite;

@@ -77,7 +77,8 @@ std::vector<Row> bench_rows(const BenchOptions& o) {
   }
   std::vector<Row> rows;
   for (const auto& p : o.presets) rows.push_back({Pipeline::preset(p), p, ""});
-  for (const auto& t : o.pipelines) rows.push_back({Pipeline::parse(t), "pipeline", ""});
+  for (const auto& t : o.pipelines)
+    rows.push_back({Pipeline::parse(o.target.empty() ? t : target_pipeline(t)), "pipeline", ""});
   if (rows.empty())
     for (const auto& p : preset_table()) rows.push_back({Pipeline::preset(p.name), p.name, ""});
   std::map<std::string, std::string> swept;  // "stage.param" -> the sweep's text

@@ -94,7 +94,9 @@ std::string Target::text() const {
   return std::string(kind == Kind::Bits ? "bits=" : "rel_l2=") + number_text(value);
 }
 
-TargetResult search_target(const EncoderOptions& options, const FrameSource& frame, const Target& target) {
+TargetResult search_target(const EncoderOptions& given, const FrameSource& frame, const Target& target) {
+  EncoderOptions options = given;
+  if (!options.pipeline.empty()) options.pipeline = target_pipeline(options.pipeline);
   const Pipeline base = Pipeline::parse(canonical_pipeline(options));
   const StageSpec* stage = nullptr;
   const TargetParam* param = nullptr;

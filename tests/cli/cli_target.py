@@ -125,6 +125,18 @@ def test_deterministic_across_threads():
     assert blobs[0] == blobs[1]
 
 
+def test_bare_stage_names_ask_for_the_search():
+    # "topk" alone is not a valid pipeline (it needs ratio or k); with a target the search fills
+    # it in, and chooses what it chooses from any written value.
+    for bare, written in (("topk", "topk(ratio=0.5)"), ("powersgd", "powersgd(rank=7)"), ("zfp", "zfp(rate=8)"),
+                          ("ef | topk | raw", "ef | topk(ratio=0.2) | raw"), ("bird+", "bird+(keep=0.3)"),
+                          ("zfp(mode=accuracy)", "zfp(mode=accuracy, tolerance=0.5)")):
+        assert search(bare, "bits=3") == search(written, "bits=3"), bare
+    fails("encode", SNAP, "-o", path("x.gcz"), "--pipeline", "topk", code=1, contains="ratio")  # no target
+    rep, _ = bench_target("bits=3", ("--pipeline", "topk"))
+    assert rep["rows"][0]["target"]["status"] == "met" and rep["rows"][0]["target"]["given"] == "topk(ratio=1) | raw | varint"
+
+
 def bench_target(target, *rows, extra=()):
     report = path("bench_target.json")
     args = ["bench", SNAP, "--target", target, "--repeat", "1", "--min-time", "0", "--json", report, "--force",

@@ -109,6 +109,11 @@ struct TargetResult {
 // encoder's errors as Encoder's. Deterministic: the same frame, options and target give the same
 // result for any thread count.
 TargetResult search_target(const EncoderOptions& options, const FrameSource& frame, const Target& target);
+// The pipeline text a search starts from: `text` with its first searched stage's parameter
+// filled in (the grid's finest value, which the search replaces) when the text names the stage
+// without it or its alternative ("topk" -> "topk(ratio=1)"); otherwise `text` as given.
+// search_target applies it to options.pipeline; callers that check the text first use it too.
+std::string target_pipeline(const std::string& text);
 
 class Encoder {
  public:
