@@ -115,6 +115,7 @@ int run_encode(const EncodeArgs& a) {
     const TargetResult r = search_target(eo, src, *target);
     eo.preset.clear();
     eo.pipeline = r.pipeline;
+    eo.target_json = r.json;  // the header records the target (docs/target.md)
     if (!quiet())
       std::fprintf(stderr, "gradcodec: target %s: %s %s=%s (%.3f bits/param%s; %zu encodes): %s\n", target->text().c_str(),
                    r.stage.c_str(), r.param.c_str(), r.value.c_str(), r.bits_per_parameter,

@@ -151,6 +151,7 @@ api::RowTarget choose_target(Row& row, const std::vector<Tensor>& frame, const B
     t.stage = r.stage, t.param = r.param, t.value = r.value;
     t.bits_per_parameter = r.bits_per_parameter, t.rel_l2 = r.rel_l2, t.has_error = r.has_error;
     t.encodes = r.encodes;
+    t.header_json = r.json;
   } catch (const Error& e) {
     if (e.code() != ErrorCode::Usage && e.code() != ErrorCode::Input) throw;
     t.status = e.code() == ErrorCode::Usage ? "none" : "unmet";
@@ -203,7 +204,9 @@ std::string bench(const std::vector<std::vector<Tensor>>& frames, const BenchOpt
     Row row = rows[i];
     api::RowTarget target;
     if (!options.target.empty()) target = choose_target(row, frames[0], options, s);
-    measured.push_back(api::bench_pipeline(row.pipeline, row.label, row.sweep, frames, s));
+    api::BenchSettings rs = s;
+    rs.target_json = target.header_json;  // the container encode --target writes
+    measured.push_back(api::bench_pipeline(row.pipeline, row.label, row.sweep, frames, rs));
     measured.back().collective = api::auto_collective(row.pipeline);
     measured.back().target = std::move(target);
   }

@@ -53,7 +53,9 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
   std::filesystem::remove(path, ec);
   auto start = Clock::now();
   SequenceEncoder enc(p, eo);
-  ContainerWriter w(path, true, enc.header(s.inputs_json));
+  ContainerHeader header = enc.header(s.inputs_json);
+  header.target_json = s.target_json;
+  ContainerWriter w(path, true, header);
   for (size_t f = 0; f < frames.size(); ++f) {
     const auto& fr = frames[f];
     FrameSource src;

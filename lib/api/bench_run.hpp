@@ -29,6 +29,7 @@ struct BenchSettings {
   std::string temp_dir;
   std::vector<std::string> sources;   // each frame's source as the frame section records it
   std::string inputs_json = "[]";  // the container header's input description (as encode writes it)
+  std::string target_json;         // the header's "target" (bench --target: as encode --target writes it)
 };
 
 struct FrameFigures {
@@ -71,6 +72,7 @@ struct RowTarget {
   bool has_error = false;
   size_t encodes = 0;
   std::string reason;          // unmet, none: the search's message
+  std::string header_json;     // met: the header's "target" record (TargetResult::json)
 };
 
 struct BenchRow {

@@ -61,7 +61,9 @@ struct Encoder::Impl {
 
   Impl(const EncoderOptions& o) : pipeline(chosen_pipeline(o)), engine(pipeline, api::engine_options(o)) {}
   ContainerHeader header(const EncoderOptions& o) const {
-    return engine.header(o.inputs_json.empty() ? "[]" : o.inputs_json);
+    ContainerHeader h = engine.header(o.inputs_json.empty() ? "[]" : o.inputs_json);
+    h.target_json = o.target_json;
+    return h;
   }
 };
 

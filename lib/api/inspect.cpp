@@ -100,6 +100,7 @@ std::string inspect(const std::string& path, const InspectOptions& options) {
   out["seed"] = h.seed;
   out["keyframe_interval"] = h.keyframe_interval;
   out["inputs"] = header_value(h.inputs_json);
+  if (!h.target_json.empty()) out["target"] = header_value(h.target_json);
   std::map<uint32_t, std::string> variant_text;
   std::map<uint32_t, std::unique_ptr<PipelineStages>> variant_stages;  // for the stages' figures
   StageStats all_stats;

@@ -7,6 +7,8 @@
 #include <gradcodec/metrics.hpp>
 #include <gradcodec/pipeline.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -117,6 +119,17 @@ TargetResult search_target(const EncoderOptions& given, const FrameSource& frame
     fail(ErrorCode::Usage, "--target " + target.text() + ": no stage of '" + base.text() +
                                "' has a parameter to search (topk, randk: ratio; qsgd: levels; powersgd: rank; "
                                "zfp(mode=rate): rate; zfp(mode=accuracy): tolerance; bird+: keep)");
+  // The header's record of the search (EncoderOptions::target_json), the same for every candidate
+  // and for the container then written with the chosen one: the bits counted are that container's.
+  // The value chosen is in the pipeline.
+  {
+    nlohmann::ordered_json j;
+    j["target"] = target.text();
+    j["scope"] = target.scope == Target::Scope::Tensor ? "tensor" : "snapshot";
+    j["stage"] = stage->name;
+    j["param"] = param->name;
+    options.target_json = j.dump();
+  }
   // The frame, loaded once: every candidate encodes the same tensors.
   std::vector<Tensor> tensors;
   tensors.reserve(frame.count);
@@ -212,6 +225,7 @@ TargetResult search_target(const EncoderOptions& given, const FrameSource& frame
   r.encodes = done.size();
   if (chosen > 0) r.coarser = format_number(grid[chosen - 1], ParamType::Float);
   if (chosen < last) r.finer = format_number(grid[chosen + 1], ParamType::Float);
+  r.json = options.target_json;
   return r;
 }
 

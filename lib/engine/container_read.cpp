@@ -190,6 +190,10 @@ ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(
     const std::string inputs_error = check_inputs(field("inputs"));
     if (!inputs_error.empty()) bad("\"inputs\"" + inputs_error);
     header_.inputs_json = j["inputs"].dump();
+    if (j.contains("target")) {  // optional (docs/format.md): an object, shown by inspect
+      if (!j["target"].is_object()) bad("\"target\" must be an object, not " + json_shown(j["target"]));
+      header_.target_json = j["target"].dump();
+    }
   }
   const uint64_t body_start = kPreambleSize + header_len + 8;
   // footer

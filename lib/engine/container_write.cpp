@@ -103,6 +103,7 @@ std::vector<uint8_t> gcz::preamble_section(const ContainerHeader& h) {
   j["seed"] = h.seed;
   j["keyframe_interval"] = h.keyframe_interval;
   j["inputs"] = header_json("inputs", h.inputs_json);
+  if (!h.target_json.empty()) j["target"] = header_json("target", h.target_json);
   std::string text = j.dump();
   if (text.size() > kMaxHeaderBytes) fail(ErrorCode::Usage, "container header larger than 16 MiB");
   std::vector<uint8_t> pre;

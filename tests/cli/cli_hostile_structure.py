@@ -300,6 +300,8 @@ BAD_VALUES = [  # (field, value as written, what the error says)
     ("inputs", b'[{"path":"g.npz","format":"npz","metadata":{"a":"b","c":2}}]',
      '"inputs": input 0: "metadata" must be an object of strings: "c" is 2'),
     ("pipeline", b'{"stage":"fp16"}', "pipeline JSON: expected a non-empty array of stages"),
+    ("target", b'"bits=1"', '"target" must be an object, not a string'),
+    ("target", b"[1]", '"target" must be an object, not an array'),
 ]
 
 
@@ -322,10 +324,12 @@ def test_missing_header_fields_are_refused():
 def test_header_values_at_their_limits_are_read():
     h = dict(GOOD.header, seed=2**64 - 1, keyframe_interval=2**32 - 1)
     h["inputs"] = [dict(h["inputs"][0], metadata={"a": "b"})]
+    h["target"] = {"target": "bits=1", "future": [1, 2]}  # optional; its keys are the writer's
     f = write("limits.gcz", GOOD.bytes(json.dumps(h).encode()))
     out, _ = run("inspect", f, "--json")
     info = json.loads(out)
     assert (info["seed"], info["keyframe_interval"]) == (2**64 - 1, 2**32 - 1), info
+    assert info["target"] == h["target"]
     run("decode", f, "-o", path("limits.npz"), "--quiet", "--force")
 
 

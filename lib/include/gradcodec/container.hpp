@@ -42,6 +42,9 @@ struct ContainerHeader {
   uint64_t seed = 0;
   uint32_t keyframe_interval = 0;  // 0 = only frame 0 is a keyframe
   std::string inputs_json = "[]";  // description of the inputs: [{"path":..,"format":..}, ...]
+  // What `encode --target` searched (docs/target.md): a JSON object, the header's optional
+  // "target"; empty when the container was not made to a target.
+  std::string target_json;
 };
 
 struct FrameInfo {

@@ -52,6 +52,9 @@ struct EncoderOptions {
   // (docs/format.md, "inputs"); the CLI records {"path", "format"} and the input's metadata.
   // Empty: [].
   std::string inputs_json;
+  // The header's "target" (docs/target.md): a JSON object recording the search that chose the
+  // pipeline, TargetResult::json; empty: none.
+  std::string target_json;
 };
 
 // The canonical text of the options' pipeline (Error Usage for a bad preset name or text, as
@@ -95,6 +98,9 @@ struct TargetResult {
   std::string pipeline;            // the chosen pipeline, canonical text
   std::string stage, param, value; // the searched parameter and its chosen value (canonical text)
   std::string coarser, finer;      // the grid's neighbours of the value ("" at either end)
+  // The header's "target" record: {"target", "scope", "stage", "param"}. Every candidate was
+  // encoded with it; give it as EncoderOptions::target_json to write the container measured.
+  std::string json;
   double bits_per_parameter = 0;   // the container's, header included (EncodeSummary's figure)
   double rel_l2 = 0;               // RelL2 targets: the worst tensor's or the snapshot's
   bool has_error = false;          // rel_l2 was measured
