@@ -28,12 +28,13 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-enum class Kind { Fp32, Fp16, Ring, Allgather };
+enum class Kind { Fp32, Fp16, Cast, Ring, Allgather };
 
 const char* kind_name(Kind k) {
   switch (k) {
     case Kind::Fp32:
-    case Kind::Fp16: return "allreduce";
+    case Kind::Fp16:
+    case Kind::Cast: return "allreduce";
     case Kind::Ring: return "ring";
     case Kind::Allgather: return "allgather";
   }
@@ -43,8 +44,24 @@ const char* kind_name(Kind k) {
 struct Row {
   std::string name, pipeline_text;
   Kind kind = Kind::Allgather;
-  CompressorOptions options;  // Ring and Allgather rows
+  CompressorOptions options;  // Cast, Ring and Allgather rows
+  DType cast = DType::F32;    // Cast rows: the type the values are summed in
 };
+
+// A pipeline whose records are its values cast to one type (raw, fp16, bf16, after ef or not):
+// they sum in that form, so an all-reduce aggregates them. Its type, or nothing.
+std::optional<DType> summable_cast(const Pipeline& p) {
+  std::optional<DType> type;
+  for (const auto& s : p.stages()) {
+    if (s.name == "ef") continue;
+    if (type) return std::nullopt;  // a second coding stage (a lossless one after the cast)
+    if (s.name == "raw") type = DType::F32;
+    else if (s.name == "fp16") type = DType::F16;
+    else if (s.name == "bf16") type = DType::BF16;
+    else return std::nullopt;
+  }
+  return type;
+}
 
 // This rank's gradients: per step, its floating tensors (as read) and their values in f32, all
 // tensors back to back.
@@ -108,14 +125,16 @@ Worker load_worker(const std::vector<std::vector<std::string>>& steps, const Inp
 // The rows: the two baselines, then every preset or pipeline asked for (default: every preset
 // but lossless, which a Compressor does not take).
 std::vector<Row> make_rows(const CollectiveBenchArgs& a) {
-  std::vector<Row> rows = {{"allreduce-fp32", "raw", Kind::Fp32, {}}, {"allreduce-fp16", "fp16", Kind::Fp16, {}}};
+  std::vector<Row> rows = {{"allreduce-fp32", "raw", Kind::Fp32, {}, DType::F32},
+                           {"allreduce-fp16", "fp16", Kind::Fp16, {}, DType::F16}};
   std::vector<std::string> presets = a.presets;
   if (a.presets.empty() && a.pipelines.empty())
     for (const std::string& p : bench_plan(BenchOptions{}))
       if (p != "lossless") presets.push_back(p);
   auto add = [&](const std::string& name, const Pipeline& p, CompressorOptions o) {
-    Row r{name, p.text(), Kind::Allgather, std::move(o)};
+    Row r{name, p.text(), Kind::Allgather, std::move(o), DType::F32};
     if (a.collective == "auto" && is_sign_pipeline(p)) r.kind = Kind::Ring;
+    if (const auto type = summable_cast(p); a.collective == "auto" && type) r.kind = Kind::Cast, r.cast = *type;
     rows.push_back(std::move(r));
   };
   for (const std::string& name : presets) {
@@ -207,7 +226,7 @@ class StepRunner {
     for (unsigned pass = 0; pass < std::max(1u, repeat); ++pass) {
       std::optional<Compressor> comp;
       std::vector<Decompressor> decs;
-      if (row.kind == Kind::Ring || row.kind == Kind::Allgather) {
+      if (row.kind == Kind::Cast || row.kind == Kind::Ring || row.kind == Kind::Allgather) {
         CompressorOptions o = row.options;
         o.seed = static_cast<uint64_t>(me_);  // worker r's seed is r
         comp.emplace(o);
@@ -224,8 +243,9 @@ class StepRunner {
         collectives::barrier();
         const Clock::time_point start = Clock::now();
         switch (row.kind) {
-          case Kind::Fp32: bytes = fp32(s, out, t); break;
-          case Kind::Fp16: bytes = fp16(s, out, t); break;
+          case Kind::Fp32:
+          case Kind::Fp16: bytes = reduce_in(row.cast, w_.flat[s], out, t); break;
+          case Kind::Cast: bytes = cast(s, *comp, row.cast, out, t); break;
           case Kind::Ring: bytes = ring(s, *comp, out, t); break;
           case Kind::Allgather: bytes = allgather(s, *comp, decs, out, t); break;
         }
@@ -253,35 +273,54 @@ class StepRunner {
   }
   MergeKey key(size_t s, size_t i) const { return {0, static_cast<uint32_t>(s), static_cast<uint32_t>(i)}; }
 
-  uint64_t fp32(size_t s, std::vector<float>& out, Times& t) {
-    Clock::time_point t0 = Clock::now();
-    out = w_.flat[s];  // the gradients in one buffer, as a DDP bucket holds them
-    t.encode = seconds_since(t0);
-    t0 = Clock::now();
-    collectives::all_reduce_sum(std::span<float>(out));
-    t.transfer = seconds_since(t0);
-    t0 = Clock::now();
+  // Every rank's `values` summed in type `dt` by MPI_Allreduce (F32: MPI_SUM; F16, BF16: each
+  // addition rounded to the type), then divided by N in f32. The casts count as encode and
+  // decode time (a DDP bucket is one buffer: the copy into it too).
+  uint64_t reduce_in(DType dt, const std::vector<float>& values, std::vector<float>& out, Times& t) {
     const float n = static_cast<float>(n_);
+    const size_t count = values.size();
+    Clock::time_point t0 = Clock::now();
+    if (dt == DType::F32) {
+      out = values;
+      t.encode += seconds_since(t0);
+      t0 = Clock::now();
+      collectives::all_reduce_sum(std::span<float>(out));
+      t.transfer = seconds_since(t0);
+      t0 = Clock::now();
+    } else {
+      std::vector<uint16_t> h(count);
+      if (dt == DType::F16) {
+        if (count) f32_to_f16_n(values.data(), count, reinterpret_cast<uint8_t*>(h.data()));
+      } else {
+        for (size_t j = 0; j < count; ++j) h[j] = f32_to_bf16(values[j]);
+      }
+      t.encode += seconds_since(t0);
+      t0 = Clock::now();
+      if (dt == DType::F16) collectives::all_reduce_sum_f16(h);
+      else collectives::all_reduce_sum_bf16(h);
+      t.transfer = seconds_since(t0);
+      t0 = Clock::now();
+      if (dt == DType::F16) {
+        if (count) f16_to_f32_n(reinterpret_cast<const uint8_t*>(h.data()), count, out.data());
+      } else {
+        for (size_t j = 0; j < count; ++j) out[j] = bf16_to_f32(h[j]);
+      }
+    }
     for (float& x : out) x /= n;
     t.decode = seconds_since(t0);
-    return 4 * out.size();
+    return count * dtype_size(dt);
   }
 
-  uint64_t fp16(size_t s, std::vector<float>& out, Times& t) {
-    const std::vector<float>& g = w_.flat[s];
-    Clock::time_point t0 = Clock::now();
-    std::vector<uint16_t> h(g.size());
-    if (!g.empty()) f32_to_f16_n(g.data(), g.size(), reinterpret_cast<uint8_t*>(h.data()));
+  // A cast pipeline's row: each worker encodes (its error feedback included); its records are
+  // its values in the cast's type, which the all-reduce sums.
+  uint64_t cast(size_t s, Compressor& comp, DType dt, std::vector<float>& out, Times& t) {
+    const Clock::time_point t0 = Clock::now();
+    std::vector<std::vector<float>> mine;
+    encode(s, comp, mine);
+    std::vector<float> flat(w_.flat[s].size());
+    for (size_t i = 0; i < tensors(); ++i) std::copy(mine[i].begin(), mine[i].end(), flat.begin() + static_cast<std::ptrdiff_t>(w_.offsets[i]));
     t.encode = seconds_since(t0);
-    t0 = Clock::now();
-    collectives::all_reduce_sum_f16(h);
-    t.transfer = seconds_since(t0);
-    t0 = Clock::now();
-    if (!h.empty()) f16_to_f32_n(reinterpret_cast<const uint8_t*>(h.data()), h.size(), out.data());
-    const float n = static_cast<float>(n_);
-    for (float& x : out) x /= n;
-    t.decode = seconds_since(t0);
-    return 2 * h.size();
+    return reduce_in(dt, flat, out, t);
   }
 
   // Encodes this rank's step with its Compressor: the records, and each tensor decoded in f32.

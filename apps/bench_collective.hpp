@@ -7,6 +7,8 @@
 // the same way in the same job.
 //   allreduce-fp32, allreduce-fp16  the baselines: the gradients summed by MPI_Allreduce (fp16:
 //             binary16 sums, a user-defined operation), then divided by N.
+//   allreduce also a pipeline whose records are its values cast to one type (raw, fp16, bf16,
+//             after ef or not): they sum in that form, in that type, as the baselines do.
 //   ring      one-bit sign pipelines (merge.hpp's is_sign_pipeline): Marsit's ring (Wu, He, Guo et
 //             al. 2022 §4.1.1) — rank 0 sends its sign bits and scale to rank 1, each rank merges
 //             its own with marsit_hop and passes them on, the last broadcasts the result (±η).
@@ -15,7 +17,7 @@
 // Worker r encodes with seed r; the ring's random choices use seed 0. The aggregate of every row
 // and step is then exactly what `gradcodec merge` computes from the workers' containers (each
 // `encode --seed r`): --method marsit for ring rows, mean for allgather rows (--aggregates DIR
-// writes it). The baselines equal merge's mean up to their own rounding (sums in fp32 or fp16).
+// writes it). The all-reduce rows equal merge's mean up to their own rounding (sums in the type).
 // Each tensor is encoded as a Compressor encodes it (gradcodec.hpp): a pipeline that plans over a
 // whole frame plans each tensor alone, as the DDP hook does.
 #pragma once

@@ -19,6 +19,8 @@ void all_reduce_sum(std::span<double> v);
 // operation: each addition rounds to binary16 (f32 sum, round to nearest even), as an fp16
 // all-reduce does.
 void all_reduce_sum_f16(std::span<uint16_t> v);
+// The same for bfloat16 values (each addition rounded to bfloat16, nearest even).
+void all_reduce_sum_bf16(std::span<uint16_t> v);
 // The largest `x` of every rank, on every rank.
 double all_max(double x);
 // Every rank's `bytes`, in rank order, on every rank (sizes first, then MPI_Allgatherv).

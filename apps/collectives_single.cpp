@@ -10,6 +10,7 @@ void barrier() {}
 void all_reduce_sum(std::span<float>) {}
 void all_reduce_sum(std::span<double>) {}
 void all_reduce_sum_f16(std::span<uint16_t>) {}
+void all_reduce_sum_bf16(std::span<uint16_t>) {}
 double all_max(double x) { return x; }
 std::vector<std::vector<uint8_t>> all_gather(std::span<const uint8_t> bytes) {
   return {std::vector<uint8_t>(bytes.begin(), bytes.end())};

@@ -47,14 +47,15 @@ def test_the_aggregates_equal_merge_of_the_workers_containers():
             "--aggregates", agg, "--force"]
     for p in ROWS:
         args += ["--preset", p]
+    args += ["--preset", "fp16", "--pipeline", "ef | bf16"]  # casts: summed by all-reduce
     out, _ = mpirun(3, *args)
     assert b"allreduce-fp32" in out and b"powersgd-r2" in out
     rep = json.load(open(report))
     assert rep["schema"] == "gradcodec-bench-collective/1" and rep["ranks"] == 3 and rep["steps"] == 2
     rows = rep["rows"]
-    assert [r["name"] for r in rows] == ["allreduce-fp32", "allreduce-fp16", *ROWS]
+    assert [r["name"] for r in rows] == ["allreduce-fp32", "allreduce-fp16", *ROWS, "fp16", "ef | bf16"]
     assert [r["collective"] for r in rows] == ["allreduce", "allreduce", "ring", "ring", "allgather", "allgather",
-                                               "allgather"]
+                                               "allgather", "allreduce", "allreduce"]
     # The true mean of each step, from the raw worker files.
     truth = []
     for step in STEPS_OF:
@@ -111,6 +112,16 @@ def test_the_aggregates_equal_merge_of_the_workers_containers():
             bound = np.spacing(total.astype(np.float16)).astype(np.float64) * 2.5 / 3 + 1e-6 * np.abs(want)
             assert np.all(np.abs(fp16[name] - want) <= bound), (f, name)
     assert rows[0]["rel_l2"] < 1e-6 and 1e-6 < rows[1]["rel_l2"] < 1e-2
+    # The fp16 preset's records are the gradients in binary16: its all-reduce is the baseline's,
+    # bit for bit. ef | bf16 sums bfloat16 values (2 bytes each) and stays near the mean.
+    fp16_row, bf16_row = rows[7], rows[8]
+    assert fp16_row["payload_bytes"] == 2 * params and bf16_row["payload_bytes"] == 2 * params
+    assert fp16_row["sent_bytes"] == 2 * 2 / 3 * 2 * params
+    for f in range(2):
+        a = decoded_frame(fp16_row["aggregate"], f"fp16row{f}", f)
+        b = decoded_frame(rows[1]["aggregate"], f"base1b_{f}", f)
+        assert all(np.array_equal(a[n].view(np.uint32), b[n].view(np.uint32)) for n in a)
+    assert fp16_row["rel_l2"] == rows[1]["rel_l2"] and 1e-4 < bf16_row["rel_l2"] < 5e-2, bf16_row["rel_l2"]
     for r in rows:
         assert r["step_seconds"] > 0 and r["transfer_seconds"] > 0
         assert abs(r["speedup_fp32"] - rows[0]["step_seconds"] / r["step_seconds"]) < 1e-12
