@@ -3,6 +3,7 @@
 // wraps it (gradcodec/_api.py, docs/python.md). Encoding and decoding run with the GIL released.
 // gradcodec::Error becomes the gradcodec.Error subclass of its code (gradcodec/_errors.py).
 #include "arrays.hpp"
+#include "bytes_sink.hpp"
 
 #include <gradcodec/gradcodec.hpp>
 
@@ -80,8 +81,7 @@ class PyEncoder {
     if (path) {
       encoder_.emplace(Encoder::to_path(*path, o));
     } else {
-      memory_ = std::make_unique<std::vector<uint8_t>>();
-      sink_ = std::make_unique<VectorSink>(*memory_);
+      sink_ = std::make_unique<python::BytesSink>();
       encoder_.emplace(Encoder::to_sink(*sink_, o));
     }
   }
@@ -113,12 +113,15 @@ class PyEncoder {
   // Drops an unfinished container (no file left behind).
   void abort() {
     encoder_.reset();
-    memory_.reset();
+    sink_.reset();
   }
 
-  py::object bytes() const {
-    if (!finished_ || !memory_) return py::none();
-    return py::bytes(reinterpret_cast<const char*>(memory_->data()), memory_->size());
+  // The container's bytes once finished (None for a path): taken from the sink without a copy
+  // the first time, the same object after.
+  py::object bytes() {
+    if (!finished_ || !sink_) return py::none();
+    if (value_.is_none()) value_ = sink_->take();  // the sink stays (the Encoder refers to it), empty
+    return value_;
   }
 
   std::string pipeline_text() const { return encoder_ ? encoder_->pipeline_text() : std::string(); }
@@ -128,8 +131,8 @@ class PyEncoder {
     if (!encoder_ || finished_) throw Error(ErrorCode::Usage, "this Encoder is finished or closed");
     return *encoder_;
   }
-  std::unique_ptr<std::vector<uint8_t>> memory_;
-  std::unique_ptr<VectorSink> sink_;
+  std::unique_ptr<python::BytesSink> sink_;
+  py::object value_ = py::none();
   std::optional<Encoder> encoder_;
   bool finished_ = false;
 };
