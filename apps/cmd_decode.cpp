@@ -3,6 +3,7 @@
 // A container with several frames and no --frame decodes each frame to OUT with ".frameNNN"
 // before the extension (DIR/ gets DIR/frameNNN/).
 #include "commands.hpp"
+#include "decode_ranks.hpp"
 #include "ranks.hpp"
 #include <gradcodec/detail/json_capped.hpp>
 
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <optional>
@@ -115,10 +117,13 @@ int run_decode(const DecodeArgs& a) {
                                (a.output == "-" ? std::string("stdout") : a.output));
   // Under MPI, several frames are shared out: each rank decodes a contiguous run of them (a
   // stateful pipeline's decoder then replays from the last keyframe once per run) and every rank
-  // publishes its files only once all have decoded theirs (docs/scale-out.md). One frame is
-  // decoded by rank 0 alone.
+  // publishes its files only once all have decoded theirs (docs/scale-out.md). One frame into a
+  // directory (a file per tensor) is shared by its tensors (decode_ranks.hpp); one frame into
+  // one file is decoded by rank 0 alone.
   const bool shared = ranks::active() && ranks::size() > 1 && frames.size() > 1;
-  if (ranks::active() && !shared && ranks::rank() != 0) return 0;
+  const bool spread = ranks::active() && ranks::size() > 1 && frames.size() == 1 && a.tensor.empty() &&
+                      a.output != "-" && !special && formats::format_for_output(a.output) == formats::Format::NpyDir;
+  if (ranks::active() && !shared && !spread && ranks::rank() != 0) return 0;
   const std::vector<size_t> all_frames = frames;
   if (shared) {
     const size_t n = frames.size(), r = static_cast<size_t>(ranks::rank()), k = static_cast<size_t>(ranks::size());
@@ -128,11 +133,16 @@ int run_decode(const DecodeArgs& a) {
   // The bar counts the decoded tensors' bytes (with --tensor, one tensor per frame).
   uint64_t total = 0;
   std::vector<std::vector<TensorInfo>> infos(dec.frame_count());
-  for (size_t f : frames) {
-    infos[f] = dec.tensors(f);
-    for (const TensorInfo& t : infos[f])
-      if (a.tensor.empty() || t.name == a.tensor) total += t.elements() * dtype_size(t.dtype);
-  }
+  for (size_t f : frames) infos[f] = dec.tensors(f);
+  const std::vector<size_t> mine =
+      spread ? dir_share(infos[frames[0]], ranks::rank(), ranks::size()) : std::vector<size_t>{};
+  for (size_t f : frames)
+    for (size_t i = 0; i < infos[f].size(); ++i) {
+      const TensorInfo& t = infos[f][i];
+      const bool counted =
+          spread ? std::binary_search(mine.begin(), mine.end(), i) : a.tensor.empty() || t.name == a.tensor;
+      if (counted) total += t.elements() * dtype_size(t.dtype);
+    }
   ProgressBar bar("decode", total, ProgressBar::Unit::Bytes);
   auto advance = [&bar](const Tensor& t) { bar.advance(t.elements() * dtype_size(t.dtype()), t.name()); };
   const auto metadata = input_metadata(dec);
@@ -150,20 +160,41 @@ int run_decode(const DecodeArgs& a) {
       while (!w.empty()) w.pop_back();
     }
   } drop{done};
+  // Frame f's writer for `out`, with the input's metadata (and a word on HDF5 attributes it drops).
+  auto open_writer = [&](const std::string& out, size_t f) {
+    auto writer = formats::create_snapshot(out, a.force);
+    if (!metadata[f].empty()) writer->set_metadata(metadata[f]);
+    if (!attributes[f].empty() && !writer->set_attributes_json(attributes[f])) {
+      const auto objects = nlohmann::ordered_json::parse(attributes[f]);
+      size_t count = 0;
+      for (const auto& e : objects)
+        if (e.is_object() && e.contains("attrs") && e["attrs"].is_array()) count += e["attrs"].size();
+      warn(out + ": " + std::to_string(count) + " HDF5 attribute(s) of " + std::to_string(objects.size()) +
+           " group(s)/dataset(s) not written: " + formats::format_title(formats::format_for_output(out)) +
+           " has no place for them (decode to .h5 to keep them)");
+    }
+    return writer;
+  };
+  auto say = [&](size_t f, const std::string& out, size_t frames_read, const std::string& shared_by = "") {
+    if (!a.verbose) return;
+    auto hold = hold_progress_line();
+    std::fprintf(stderr, "gradcodec: frame %zu -> %s (read %zu frame(s)%s)%s\n", f, out.c_str(), frames_read,
+                 dec.stateful() ? ", stateful pipeline: from the last keyframe" : "", shared_by.c_str());
+  };
+  if (spread) {
+    const size_t f = frames[0];
+    const DirDecoded got =
+        decode_to_dir_across_ranks(dec, f, mine, [&] { return open_writer(a.output, f); }, advance);
+    bar.finish();
+    for (const auto& w : got.warnings) warn(a.output + ": " + w);
+    say(f, a.output, got.frames_read,
+        format(", the tensors on %d rank(s), the largest share %.1f%% of the bytes", ranks::size(), 100.0 * got.largest));
+    return 0;
+  }
   auto decode_frames = [&] {
     for (size_t f : frames) {
       std::string out = a.frame ? a.output : frame_path(a.output, f, all_frames.size());
-      auto writer = formats::create_snapshot(out, a.force);
-      if (!metadata[f].empty()) writer->set_metadata(metadata[f]);
-      if (!attributes[f].empty() && !writer->set_attributes_json(attributes[f])) {
-        const auto objects = nlohmann::ordered_json::parse(attributes[f]);
-        size_t count = 0;
-        for (const auto& e : objects)
-          if (e.is_object() && e.contains("attrs") && e["attrs"].is_array()) count += e["attrs"].size();
-        warn(out + ": " + std::to_string(count) + " HDF5 attribute(s) of " + std::to_string(objects.size()) +
-             " group(s)/dataset(s) not written: " + formats::format_title(formats::format_for_output(out)) +
-             " has no place for them (decode to .h5 to keep them)");
-      }
+      auto writer = open_writer(out, f);
       size_t frames_read = 0;
       if (!a.tensor.empty()) {
         size_t found = SIZE_MAX;
@@ -195,11 +226,7 @@ int run_decode(const DecodeArgs& a) {
       }
       writer->complete();
       for (const auto& w : writer->take_warnings()) warn(out + ": " + w);
-      if (a.verbose) {
-        auto hold = hold_progress_line();
-        std::fprintf(stderr, "gradcodec: frame %zu -> %s (read %zu frame(s)%s)\n", f, out.c_str(), frames_read,
-                     dec.stateful() ? ", stateful pipeline: from the last keyframe" : "");
-      }
+      say(f, out, frames_read);
       done.push_back(std::move(writer));
     }
   };

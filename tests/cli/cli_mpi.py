@@ -146,6 +146,133 @@ def test_decode_shares_the_frames():
     assert not leftovers(clitest.WORK), os.listdir(clitest.WORK)
 
 
+def tree(directory):
+    """{file name: bytes} of every file under `directory` (a missing one: None)."""
+    if not os.path.exists(directory):
+        return None
+    out = {}
+    for root, _, files in os.walk(directory):
+        for f in files:
+            p = os.path.join(root, f)
+            out[os.path.relpath(p, directory)] = open(p, "rb").read()
+    return out
+
+
+def owners(c, frame, n):
+    """Which rank decodes each tensor of `frame` into DIR/ on n ranks, by name: the largest first,
+    each to the rank with the fewest bytes so far, ties to the lower rank (docs/scale-out.md)."""
+    tensors = json.loads(run("inspect", c, "--json")[0])["frames"][frame]["tensors"]
+    load, own = [0] * n, {}
+    for t in sorted(tensors, key=lambda t: -t["input_bytes"]):  # stable: record order among equals
+        r = load.index(min(load))
+        load[r] += max(t["input_bytes"], 1)
+        own[t["name"]] = r
+    return [t["name"] for t in tensors], own
+
+
+def corrupt_record(c, name, out, occurrence=0):
+    """A copy of container `c` with one byte of tensor `name`'s first stream flipped (its record in
+    frame `occurrence`): its checksum fails when that record is decoded."""
+    data = bytearray(open(c, "rb").read())
+    key = name.encode()
+    at = -1
+    for _ in range(occurrence + 1):
+        at = data.find(b"TREC", at + 1)
+        while at >= 0 and data[at + 8:at + 10 + len(key)] != len(key).to_bytes(2, "little") + key:
+            at = data.find(b"TREC", at + 1)
+        assert at >= 0, name
+    meta = int.from_bytes(data[at + 4:at + 8], "little")
+    data[at + 8 + meta + 8] ^= 0x40
+    open(out, "wb").write(data)
+
+
+def test_decode_dir_shares_the_tensors():
+    """One frame into DIR/ on 2 and 3 ranks: the ranks share its tensors (the verbose line says
+    how), and DIR/ holds the files one process writes, byte for byte: stateless and stateful
+    pipelines (ef, powersgd's warm start, tcs), a one-frame container, and frames of a 4-frame
+    one chosen with --frame (frame 2 replays frames 0 and 1, frame 3 is a keyframe)."""
+    for preset in ("qsgd4", "ef-signsgd", "powersgd-r2", "tcs", "fp16"):
+        c = path(f"dir_{preset}.gcz")
+        run("encode", *STEPS, "-o", c, "--preset", preset, "--keyframe-interval", "3", "--quiet")
+        c1 = path(f"dir1_{preset}.gcz")
+        run("encode", STEPS[0], "-o", c1, "--preset", preset, "--quiet")
+        for container, frame in ((c1, None), (c, 2), (c, 3), (c, -1)):
+            pick = [] if frame is None else ["--frame", frame]
+            one = path(f"dir_one_{preset}/")
+            run("decode", container, *pick, "-o", one, "--quiet")
+            expected = tree(one)
+            assert len(expected) == 47, sorted(expected)
+            for n in (2, 3):
+                many = path(f"dir_np{n}_{preset}/")
+                _, err = mpirun(n, "decode", container, *pick, "-o", many, "--verbose")
+                lines = [l for l in gradcodec_lines(err) if l.startswith("gradcodec: frame ")]
+                assert len(lines) == 1 and f"the tensors on {n} rank(s), the largest share " in lines[0], err
+                share = float(lines[0].split("the largest share ")[1].split("%")[0])
+                assert 100.0 / n <= share <= {2: 55.0, 3: 40.0}[n], lines[0]
+                got = tree(many)
+                assert got == expected, f"{preset} frame {frame} on {n} ranks: " + str(
+                    sorted(k for k in set(got) | set(expected) if got.get(k) != expected.get(k)))
+                shutil.rmtree(many)
+            shutil.rmtree(one)
+    assert not leftovers(clitest.WORK), os.listdir(clitest.WORK)
+
+
+def test_decode_dir_failures_leave_nothing():
+    """A failure while the ranks share a frame's tensors: one error line, the exit code and
+    message one process gives, and DIR/ as it was (absent, or its files untouched)."""
+    c = path("dirfail.gcz")
+    run("encode", *STEPS, "-o", c, "--preset", "powersgd-r2", "--keyframe-interval", "3", "--quiet")
+    names, own2 = owners(c, 2, 2)
+    _, own3 = owners(c, 2, 3)
+    # A damaged record in frame 0 (replayed for frame 2) of a tensor rank 1 decodes, and another
+    # of a later tensor rank 0 decodes: the error is the earlier record's, as for one process.
+    on1 = next(t for t in names if own2[t] == 1 and own3[t] == 1)
+    later0 = next(t for t in names[names.index(on1) + 1:] if own2[t] == 0 and own3[t] == 0)
+    bad = path("dirfail_bad.gcz")
+    corrupt_record(c, on1, path("dirfail_one.gcz"))
+    corrupt_record(path("dirfail_one.gcz"), later0, bad)
+    cases = [
+        ("damaged", [path("dirfail_one.gcz"), "--frame", "2", "-o", path("dirfail_out/")]),
+        ("damaged twice", [bad, "--frame", "2", "-o", path("dirfail_out/")]),
+        ("unwritable", [c, "--frame", "2", "-o", path("dirfail_file.npy", "out/")]),
+    ]
+    open(path("dirfail_file.npy"), "wb").write(b"not a directory")
+    for what, args in cases:
+        p = subprocess.run([EXE, "decode", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+        one = p.stderr.decode().strip()
+        assert p.returncode in (1, 2, 3) and len(one.splitlines()) == 1, (what, p.returncode, one)
+        assert what != "damaged" or on1 in one, one
+        assert what != "damaged twice" or (on1 in one and later0 not in one), one
+        for n in (2, 3):
+            _, err = mpirun(n, "decode", *args, expect=p.returncode)
+            assert gradcodec_lines(err) == [one], (what, n, err)
+            assert not os.path.exists(path("dirfail_out")) and not leftovers(clitest.WORK), os.listdir(clitest.WORK)
+    assert open(path("dirfail_file.npy"), "rb").read() == b"not a directory"
+    # A tensor's file that exists (without --force), the tensor rank 1 decodes: nothing in DIR/
+    # changes; with --force DIR/ gets one process's files and keeps the one that was no tensor's.
+    out = path("dirfail_exists/")
+    for n in (2, 3):
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        owned = owners(c, 2, n)[1]
+        target = next(t for t in names if owned[t] == 1)
+        open(os.path.join(out, target + ".npy"), "wb").write(b"mine")
+        open(os.path.join(out, "notes.txt"), "wb").write(b"keep")
+        before = tree(out)
+        p = subprocess.run([EXE, "decode", c, "--frame", "2", "-o", out], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=300)
+        assert p.returncode == 1 and tree(out) == before, p.stderr
+        _, err = mpirun(n, "decode", c, "--frame", "2", "-o", out, expect=1)
+        assert gradcodec_lines(err) == [p.stderr.decode().strip()], err
+        assert "already exists" in err and target in err, err
+        assert tree(out) == before, sorted(tree(out))
+        mpirun(n, "decode", c, "--frame", "2", "-o", out, "--force")
+        shutil.rmtree(path("dirfail_ref"), ignore_errors=True)
+        run("decode", c, "--frame", "2", "-o", path("dirfail_ref/"), "--quiet")
+        assert tree(out) == {**tree(path("dirfail_ref")), "notes.txt": b"keep"}
+    assert not leftovers(clitest.WORK) and not leftovers(out), os.listdir(out)
+
+
 SPEED = ("mbps", "seconds", "time_", "runs", "spread", "speedup")  # measured times and what follows from them
 
 
