@@ -92,30 +92,31 @@ DirDecoded decode_to_dir_across_ranks(Decoder& dec, size_t f, const std::vector<
     ranks::together([&] {
       if (me == 0) writer = make_writer();
     });
-    // Each rank decodes its share in record order and stops at its first error, so the lowest
-    // record that failed on any rank is the first failure one process meets.
+    // Each rank decodes its share in record order (Decoder::decode_frame of its tensors, with
+    // --threads) and stops at its first error, so the lowest record that failed on any rank is
+    // the first failure one process meets.
     Report mine_report;
     std::exception_ptr failed;
-    uint64_t at = 0;
+    size_t handed = 0;  // of `mine`, the tensors the writer has
     try {
       if (me != 0 && !mine.empty()) writer = make_writer();
-      for (size_t i : mine) {
-        at = i;
-        Tensor t = dec.decode(f, i);
+      dec.decode_frame(f, mine, [&](Tensor&& t) {
         check_inputs_unchanged();  // the container shrank: its zeros are not written on
         writer->add(t);
-        for (auto& w : writer->take_warnings()) mine_report.warnings.emplace_back(i, std::move(w));
+        for (auto& w : writer->take_warnings()) mine_report.warnings.emplace_back(mine[handed], std::move(w));
         advance(t);
         mine_report.bytes += t.elements() * dtype_size(t.dtype());
-        mine_report.frames_read = std::max<uint64_t>(mine_report.frames_read, dec.frames_read());
-      }
-      at = n;  // completing comes after every record
+        ++handed;
+      });
+      if (!mine.empty()) mine_report.frames_read = dec.frames_read();
       if (writer && (!mine.empty() || n == 0)) writer->complete();
       if (writer)
         for (auto& w : writer->take_warnings()) mine_report.warnings.emplace_back(n, std::move(w));
     } catch (...) {
       failed = std::current_exception();
-      mine_report.failed_at = at;
+      // Where one process meets it: at the record being decoded or written (the decoder reports
+      // the lowest failing one), or after every record when completing.
+      mine_report.failed_at = handed < mine.size() ? mine[handed] : n;
     }
     const auto reports = ranks::all_gather(pack(mine_report));
     int first = -1;  // the rank whose error one process meets first

@@ -31,7 +31,8 @@ struct DirDecoded {
 // doing its share, into the directory that `make_writer` writes (formats::create_snapshot of a
 // directory, set up as the caller wants). Collective: every rank calls it. Rank 0 makes its
 // writer first, alone, so that only it creates a missing directory; a rank with no tensor makes
-// none. `advance` is called for each tensor this rank decodes. The files appear only once every
+// none. Its tensors are decoded with Decoder::decode_frame (the decoder's threads); `advance` is
+// called for each. The files appear only once every
 // rank has completed its own, and they are those one process writes. On a failure every rank
 // throws the error one process meets first (the lowest record's; creating the directory before
 // any), and no file of any rank is left, nor a directory that rank 0 created.

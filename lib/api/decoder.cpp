@@ -92,6 +92,16 @@ void Decoder::decode_frame(size_t f, const std::function<void(Tensor&&)>& sink) 
   impl_->engine.decode_frame(f, sink);
 }
 
+void Decoder::decode_frame(size_t f, std::span<const size_t> which, const std::function<void(Tensor&&)>& sink) {
+  impl_->check_frame(f);
+  const size_t n = impl_->reader.record_count(f);
+  for (size_t k = 0; k < which.size(); ++k)
+    if (which[k] >= n || (k > 0 && which[k] <= which[k - 1]))
+      fail(ErrorCode::Usage, impl_->reader.path() + ": frame " + std::to_string(f) + " holds " + std::to_string(n) +
+                                 " tensor(s): the indices to decode must be below that and increasing");
+  impl_->engine.decode_frame(f, which, sink);
+}
+
 size_t Decoder::frames_read() const noexcept { return impl_->engine.frames_read(); }
 bool Decoder::stateful() const noexcept { return impl_->engine.stateful(); }
 

@@ -131,10 +131,22 @@ Tensor SequenceDecoder::decode(size_t f, size_t i) {
 }
 
 void SequenceDecoder::decode_frame(size_t f, const std::function<void(Tensor&&)>& sink) {
+  impl_->reader.frame(f);
+  std::vector<size_t> all(impl_->reader.record_count(f));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  decode_frame(f, all, sink);
+}
+
+void SequenceDecoder::decode_frame(size_t f, std::span<const size_t> which,
+                                   const std::function<void(Tensor&&)>& sink) {
   Impl& im = *impl_;
   const ContainerReader& r = im.reader;
   r.frame(f);
-  const size_t n = r.record_count(f);
+  for (size_t k = 0; k < which.size(); ++k)
+    if (which[k] >= r.record_count(f) || (k > 0 && which[k] <= which[k - 1]))
+      fail(ErrorCode::Internal, "tensor indices out of range or out of order");
+  // Item k of the pool is record which[k].
+  const size_t n = which.size();
   // Per record: the memory its decoded tensor holds until the sink has it (0 when its metadata
   // is damaged: the worker reports that, in its turn), and its chain. A stateful pipeline's
   // tensors each follow their own chain, created here before any worker starts; a damaged
@@ -148,7 +160,7 @@ void SequenceDecoder::decode_frame(size_t f, const std::function<void(Tensor&&)>
   for (size_t i = 0; i < n; ++i) {
     if (!im.stateful) chains[i] = &scratch[i];
     try {
-      const RecordMeta m = r.record(f, i);
+      const RecordMeta m = r.record(f, which[i]);
       bytes[i] = m.info.elements() * std::max<uint64_t>(4, dtype_size(m.info.dtype));
       if (im.stateful) {
         chains[i] = &im.chains[m.info.name];
@@ -166,11 +178,11 @@ void SequenceDecoder::decode_frame(size_t f, const std::function<void(Tensor&&)>
       *im.opt.workers, bytes, threads,
       [&](size_t i) {
         if (!chains[i]) {  // the metadata was damaged: reading it again reports that
-          r.record(f, i);
-          fail(ErrorCode::Internal, r.path() + ": record " + std::to_string(i) + " of frame " + std::to_string(f) +
-                                        " read differently twice");
+          r.record(f, which[i]);
+          fail(ErrorCode::Internal, r.path() + ": record " + std::to_string(which[i]) + " of frame " +
+                                        std::to_string(f) + " read differently twice");
         }
-        done[i] = im.decode_chain(f, i, *chains[i], read[i], sent[i]);
+        done[i] = im.decode_chain(f, which[i], *chains[i], read[i], sent[i]);
         return bytes[i];  // the decoded tensor, held until the sink takes it
       },
       [&](size_t i) {

@@ -118,6 +118,45 @@ TEST_CASE("facade: the Decoder lists without decoding and decodes what was encod
   CHECK(names == std::vector<std::string>{"w", "b"});
 }
 
+TEST_CASE("facade: decode_frame of some tensors gives what decode() gives, stateful pipelines too") {
+  for (const char* preset : {"qsgd4", "ef-signsgd", "powersgd-r2"}) {
+    EncoderOptions o;
+    o.preset = preset;
+    o.keyframe_interval = 3;
+    const auto bytes = encode_to_memory(o, 4);
+    for (size_t f : {size_t{0}, size_t{2}, size_t{3}}) {
+      // Each from a decoder of its own, so that frame f is replayed from its keyframe.
+      Decoder one = Decoder::from_bytes(bytes);
+      std::vector<Tensor> want;
+      for (size_t i = 0; i < 2; ++i) want.push_back(one.decode(f, i));
+      for (const std::vector<size_t>& which : {std::vector<size_t>{1}, std::vector<size_t>{0, 1}, std::vector<size_t>{}}) {
+        DecoderOptions threads;
+        threads.threads = 2;
+        Decoder d = Decoder::from_bytes(bytes, threads);
+        std::vector<Tensor> got;
+        d.decode_frame(f, which, [&](Tensor&& t) { got.push_back(std::move(t)); });
+        REQUIRE(got.size() == which.size());
+        for (size_t k = 0; k < which.size(); ++k) {
+          const Tensor& w = want[which[k]];
+          CHECK(got[k].name() == w.name());
+          REQUIRE(got[k].data.size() == w.data.size());
+          CHECK(std::memcmp(got[k].data.data(), w.data.data(), w.data.size()) == 0);
+        }
+        if (!which.empty()) CHECK(d.frames_read() == (f == 2 && d.stateful() ? 3u : 1u));
+      }
+    }
+    Decoder d = Decoder::from_bytes(bytes);
+    for (const std::vector<size_t>& bad : {std::vector<size_t>{1, 0}, std::vector<size_t>{0, 0}, std::vector<size_t>{2}}) {
+      try {
+        d.decode_frame(0, bad, [](Tensor&&) {});
+        FAIL("accepted a bad selection");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::Usage);
+      }
+    }
+  }
+}
+
 TEST_CASE("facade: misuse and bad input are refused with their codes") {
   EncoderOptions both;
   both.preset = "lossless";

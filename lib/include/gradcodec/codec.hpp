@@ -134,6 +134,9 @@ class SequenceDecoder {
   // Decodes every tensor of frame f, calling `sink` for each in order (on the calling thread;
   // DecodeOptions::threads of them are decoded at once).
   void decode_frame(size_t f, const std::function<void(Tensor&&)>& sink);
+  // The same for the tensors `which` of frame f (indices in increasing order, each below the
+  // frame's record count), in that order; each is what decode(f, i) returns.
+  void decode_frame(size_t f, std::span<const size_t> which, const std::function<void(Tensor&&)>& sink);
   // Frames read by the last decode() call (for --verbose).
   size_t frames_read() const noexcept;
   // Values sent for the record the last decode() call returned, counted as the encoder counts

@@ -237,6 +237,11 @@ class Decoder {
   // Decodes every tensor of frame f, handing each to `sink` in record order on the calling
   // thread (DecoderOptions::threads of them decoded at once).
   void decode_frame(size_t f, const std::function<void(Tensor&&)>& sink);
+  // The same for some of frame f's tensors: their indices `which`, in increasing order (else
+  // Error Usage), handed to `sink` in that order; each is what decode(f, i) returns, and the
+  // first error met is that of the lowest index that fails. A process decoding its share of a
+  // frame (the ranks of an MPI job, docs/scale-out.md) decodes just its own.
+  void decode_frame(size_t f, std::span<const size_t> which, const std::function<void(Tensor&&)>& sink);
   // Frames the last decode()/decode_frame() read (more than one for a stateful pipeline).
   size_t frames_read() const noexcept;
   // Whether the pipeline carries state from frame to frame (a frame needs the ones before it).
