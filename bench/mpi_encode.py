@@ -10,18 +10,9 @@ import filecmp
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def timed(cmd):
-    t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=1800)
-    return time.perf_counter() - t
+from mpi_runs import mpirun, stack, timed
 
 
 def main():
@@ -33,23 +24,18 @@ def main():
     ap.add_argument("--threads", default="1")
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
-    mpirun = shutil.which("mpirun")
     work = tempfile.mkdtemp(prefix="gradcodec_mpi_")
     try:
-        stack = a.stack or os.path.join(work, "vgg16x4.safetensors")
-        if not a.stack:
-            subprocess.run([sys.executable, os.path.join(HERE, "peers", "make_vgg16.py"), stack, "--scale", "4"],
-                           check=True)
-        print(f"input: {stack} ({os.path.getsize(stack) / 1e6:.1f} MB), --threads {a.threads}, "
+        snapshot = stack(a.stack, work)
+        print(f"input: {snapshot} ({os.path.getsize(snapshot) / 1e6:.1f} MB), --threads {a.threads}, "
               f"medians of {a.rounds} rounds")
         print(f"{'preset':<14}{'runner':<12}{'median s':>10}{'speed-up':>10}")
         for preset in a.presets.split(","):
-            base = [a.gradcodec, "encode", stack, "--preset", preset, "--threads", a.threads, "--force", "--quiet"]
+            base = [a.gradcodec, "encode", snapshot, "--preset", preset, "--threads", a.threads, "--force", "--quiet"]
             one = os.path.join(work, "one.gcz")
             runs = {"1 process": [base + ["-o", one]]}
             for n in a.ranks.split(","):
-                runs[f"mpirun -np {n}"] = [[mpirun, "--allow-run-as-root", "--oversubscribe", "-np", n] + base +
-                                          ["-o", os.path.join(work, f"np{n}.gcz")]]
+                runs[f"mpirun -np {n}"] = [mpirun(n) + base + ["-o", os.path.join(work, f"np{n}.gcz")]]
             times = {k: [] for k in runs}
             for _ in range(a.rounds):  # interleaved, so that load on the machine falls on all alike
                 for k, (cmd,) in runs.items():
