@@ -3,11 +3,11 @@
 
 #include "base/checksum.hpp"
 #include "quantize/codes.hpp"
+#include "quantize/fpzip_decode.hpp"
 
 #include <fpzip.h>
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -17,17 +17,12 @@ namespace gradcodec::stages {
 namespace {
 
 constexpr uint64_t kChunk = 65536;  // values per fpzip stream
-// fpzip's range decoder reads at most 4 bytes ahead, then at most 5 bytes per coding step, and a
-// float takes at most 3 steps (a model symbol and two raw parts of at most 16 bits): bytes read
-// past a chunk's end stay inside this much zero padding.
-constexpr uint64_t kPadPerValue = 16;
-constexpr uint64_t kPadFixed = 64;
 // fpzip's coded size per value at worst (incompressible floats, measured under 4.1): the stream's
 // reservation; an overrun only makes the vector grow.
 constexpr double kBytesPerValue = 4.2;
 
 // fpzip 1.3 reports errors through fpzip_errno, one process-wide variable that every call of
-// the library writes: calls are serialised so that threads encoding tensors at once do not race.
+// the library writes: calls (encoding only; decoding does not use the library) are serialised so that threads encoding tensors at once do not race.
 std::mutex& fpzip_lock() {
   static std::mutex m;
   return m;
@@ -79,9 +74,9 @@ class Fpzip final : public Quantizer {
     for (int i = 0; i < 8; ++i) w[i] = static_cast<uint8_t>(h >> (8 * i));
   }
 
-  // Every length is checked against the stream and the hash against its bytes before fpzip sees
-  // them; each chunk is decoded from a copy followed by zero padding (fpzip's buffer reader has
-  // no end), and must end exactly where its length says.
+  // Every length is checked against the stream and the hash against its bytes; each chunk is
+  // decoded by our bounds-checked decoder (fpzip_decode.hpp; libfpzip's own decoder reads and
+  // indexes without bounds on a crafted stream), and must end exactly where its length says.
   void decode(Payload& p, const Streams& in, const StageContext&) override {
     const std::span<const uint8_t> b = in.get(kValueStream);
     const uint64_t count = p.value_count();
@@ -110,21 +105,9 @@ class Fpzip final : public Quantizer {
     if (pos != b.size())
       fail(ErrorCode::Corrupt, "fpzip: " + std::to_string(b.size() - pos) + " bytes after the last chunk");
     p.values.resize(count);
-    std::vector<uint8_t> copy;
     for (uint64_t c = 0; c < chunks; ++c) {
       const uint64_t n = std::min<uint64_t>(kChunk, count - c * kChunk);
-      copy.assign(parts[c].size() + n * kPadPerValue + kPadFixed, 0);
-      std::memcpy(copy.data(), parts[c].data(), parts[c].size());
-      size_t read = 0;
-      {
-        std::lock_guard<std::mutex> lock(fpzip_lock());
-        FPZ* fpz = fpzip_read_from_buffer(copy.data());
-        if (!fpz) fail(ErrorCode::Internal, "fpzip: cannot open a stream");
-        fpz->type = FPZIP_TYPE_FLOAT, fpz->prec = precision_;
-        fpz->nx = static_cast<int>(n), fpz->ny = 1, fpz->nz = 1, fpz->nf = 1;
-        read = fpzip_read(fpz, p.values.data() + c * kChunk);
-        fpzip_read_close(fpz);
-      }
+      const size_t read = fpzip::decode_floats(parts[c], precision_, std::span<float>(p.values.data() + c * kChunk, n));
       if (read != parts[c].size())
         fail(ErrorCode::Corrupt, "fpzip: chunk " + std::to_string(c) + " decodes from " + std::to_string(read) +
                                      " bytes, its length says " + std::to_string(parts[c].size()));

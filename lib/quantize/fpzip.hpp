@@ -2,7 +2,8 @@
 // fpzip(precision) — the coded values through fpzip 1.3's predictive coder (Lindstrom & Isenburg
 // 2006, "Fast and Efficient Compression of Floating-Point Data"): lossless at precision=0, else
 // each value truncated to its leading `precision` bits (sign, exponent, mantissa; 2..32) before
-// coding. docs/stages.md "fpzip".
+// coding. libfpzip encodes; decoding is our bounds-checked reading of the same format
+// (fpzip_decode.hpp), as libfpzip's decoder does not check its input. docs/stages.md "fpzip".
 //
 // Wire, version 1:
 //   value  u64 XXH3-64 of the bytes after it (little-endian), then per chunk of 65536 values
