@@ -45,37 +45,38 @@ const Coded& coded(int prec) {
   return cache.emplace(prec, std::move(c)).first->second;
 }
 
-void BM_fpzip_decode_ours(benchmark::State& state) {
-  const int prec = static_cast<int>(state.range(0));
-  const Coded& c = coded(prec);
+// Decodes every chunk with decode_chunk(chunk index, output) -> bytes read, checked.
+template <class DecodeChunk>
+void run(benchmark::State& state, const Coded& c, DecodeChunk decode_chunk) {
   std::vector<float> out(kValues);
   for (auto _ : state) {
-    for (size_t i = 0; i < c.chunks.size(); ++i) {
-      const size_t read = gradcodec::fpzip::decode_floats(std::span<const uint8_t>(c.chunks[i].data(), c.sizes[i]), prec,
-                                                          std::span<float>(out.data() + i * kChunk, kChunk));
-      if (read != c.sizes[i]) state.SkipWithError("fpzip: chunk length mismatch");
-    }
+    for (size_t i = 0; i < c.chunks.size(); ++i)
+      if (decode_chunk(i, out.data() + i * kChunk) != c.sizes[i]) state.SkipWithError("fpzip: chunk length mismatch");
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kValues) * 4);
 }
 
+void BM_fpzip_decode_ours(benchmark::State& state) {
+  const int prec = static_cast<int>(state.range(0));
+  const Coded& c = coded(prec);
+  run(state, c, [&](size_t i, float* out) {
+    return gradcodec::fpzip::decode_floats(std::span<const uint8_t>(c.chunks[i].data(), c.sizes[i]), prec,
+                                           std::span<float>(out, kChunk));
+  });
+}
+
 void BM_fpzip_decode_libfpzip(benchmark::State& state) {
   const int prec = static_cast<int>(state.range(0));
   const Coded& c = coded(prec);
-  std::vector<float> out(kValues);
-  for (auto _ : state) {
-    for (size_t i = 0; i < c.chunks.size(); ++i) {
-      FPZ* fpz = fpzip_read_from_buffer(c.chunks[i].data());
-      fpz->type = FPZIP_TYPE_FLOAT, fpz->prec = prec;
-      fpz->nx = static_cast<int>(kChunk), fpz->ny = 1, fpz->nz = 1, fpz->nf = 1;
-      const size_t read = fpzip_read(fpz, out.data() + i * kChunk);
-      fpzip_read_close(fpz);
-      if (read != c.sizes[i]) state.SkipWithError("fpzip: chunk length mismatch");
-    }
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kValues) * 4);
+  run(state, c, [&](size_t i, float* out) {
+    FPZ* fpz = fpzip_read_from_buffer(c.chunks[i].data());
+    fpz->type = FPZIP_TYPE_FLOAT, fpz->prec = prec;
+    fpz->nx = static_cast<int>(kChunk), fpz->ny = 1, fpz->nz = 1, fpz->nf = 1;
+    const size_t read = fpzip_read(fpz, out);
+    fpzip_read_close(fpz);
+    return read;
+  });
 }
 
 }  // namespace

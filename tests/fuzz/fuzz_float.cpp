@@ -2,7 +2,7 @@
 // The zfp and fpzip decoders on arbitrary value streams: byte 0 picks a stage text, bytes 1–2 the
 // value count (little-endian, 0..65535 — fpzip's chunk), the rest is the stream. For fpzip the
 // stream's XXH3-64 is put in front of the rest (kHashed), so that the fuzzer reaches the chunk
-// lengths and libfpzip's decoder rather than the hash check. decode() must produce exactly
+// lengths and the stage's fpzip decoder rather than the hash check. decode() must produce exactly
 // `count` values or throw gradcodec::Error; anything else is a finding.
 #include "fuzz_target.hpp"
 

@@ -183,6 +183,9 @@ def main():
     frng = np.random.default_rng(46)  # its own generator: the later sections keep their bytes
     put("float", "rate4_exact.bin", bytes([0, 100, 0]) + frng.integers(0, 256, 50, dtype=np.uint8).tobytes())
     put("float", "fpzip_chunk.bin", bytes([5, 8, 0]) + struct.pack("<I", 40) + frng.integers(0, 256, 40, dtype=np.uint8).tobytes())
+    # corpus/float/libfpzip_crash_*.bin are not written here: they are fuzz_float's first findings,
+    # inputs on which libfpzip 1.3's decoder crashed, kept so that the replay test runs the
+    # stage's own decoder (docs/robustness.md) on them in every build.
 
     # container: the worked example, the must-fail fixtures, and small containers of every preset
     with tempfile.TemporaryDirectory() as tmp:

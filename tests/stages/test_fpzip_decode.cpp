@@ -186,10 +186,7 @@ TEST_CASE("fpzip stage: altered chunks with a re-sealed hash are Corrupt or deco
   for (const char* text : {"fpzip", "fpzip(precision=16)", "fpzip(precision=3)"}) {
     INFO(text);
     auto q = make_quantizer(text);
-    Payload p;
-    p.source = &t, p.info = &t.info, p.n = 70001;
-    Streams s;
-    q->encode(p, s, quant_ctx(t.info, 1));
+    const Streams s = code_dense(text, t).streams;
     const std::vector<uint8_t> good = s.find("value")->bytes;
     int corrupt = 0;
     for (int trial = 0; trial < 60; ++trial) {
