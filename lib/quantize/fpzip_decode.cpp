@@ -15,7 +15,8 @@ namespace {
 
 [[noreturn]] void corrupt(const std::string& why) { fail(ErrorCode::Corrupt, "fpzip: " + why); }
 
-// The quasi-static model (Lindstrom & Isenburg 2006: the residual symbols' adaptive frequencies). Frequencies total 2^16; every symbol starts near 2^16 / symbols and never drops
+// The quasi-static model (Lindstrom & Isenburg 2006: the residual symbols' adaptive
+// frequencies). Frequencies total 2^16; every symbol starts near 2^16 / symbols and never drops
 // below 1, so each symbol's interval [cumf[s], cumf[s+1]) is non-empty and together they tile
 // [0, 2^16). A 129-entry table maps the top 7 bits of a cumulative count to the first symbol
 // whose interval can hold it.
@@ -105,7 +106,9 @@ class RangeDecoder {
     range_ >>= QsModel::kBits;
     if (range_ == 0) corrupt("range coder interval collapsed at byte " + std::to_string(consumed()));
     const uint32_t l = (code_ - low_) / range_;
-    if (l >= QsModel::kTotal) corrupt("symbol count " + std::to_string(l) + " outside the model's 65536 at byte " + std::to_string(consumed()));
+    if (l >= QsModel::kTotal)
+      corrupt("cumulative count " + std::to_string(l) + " at byte " + std::to_string(consumed()) +
+              " is not below the model's total 65536");
     uint32_t start = 0, width = 0;
     const uint32_t s = m.decode(l, start, width);
     low_ += range_ * start;
@@ -127,7 +130,9 @@ class RangeDecoder {
     range_ >>= n;
     if (range_ == 0) corrupt("range coder interval collapsed at byte " + std::to_string(consumed()));
     const uint32_t s = (code_ - low_) / range_;
-    if ((s >> n) != 0) corrupt("raw part " + std::to_string(s) + " wider than " + std::to_string(n) + " bits at byte " + std::to_string(consumed()));
+    if ((s >> n) != 0)
+      corrupt("raw part " + std::to_string(s) + " wider than " + std::to_string(n) + " bits at byte " +
+              std::to_string(consumed()));
     low_ += range_ * s;
     normalize();
     return s;
