@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "bench_collective.hpp"
 
+#include "bench_collective_report.hpp"
 #include "bench_workers.hpp"
 #include "collectives.hpp"
 #include "ranks.hpp"
 
+#include <gradcodec/bytes.hpp>
 #include <gradcodec/gradcodec.hpp>
 #include <gradcodec/half.hpp>
 #include <gradcodec/merge.hpp>
@@ -155,26 +157,16 @@ std::vector<Row> make_rows(const CollectiveBenchArgs& a) {
 
 // Records back to back, each after its u64 length (little-endian): what a rank sends.
 void append_record(std::vector<uint8_t>& out, const std::vector<uint8_t>& record) {
-  const uint64_t n = record.size();
-  for (int b = 0; b < 8; ++b) out.push_back(static_cast<uint8_t>(n >> (8 * b)));
-  out.insert(out.end(), record.begin(), record.end());
+  ByteWriter w(out);
+  w.u64(record.size());
+  w.bytes(record.data(), record.size());
 }
 
 std::vector<std::span<const uint8_t>> split_records(const std::vector<uint8_t>& blob, size_t count, int rank) {
+  ByteReader r(blob, "bench --collective: rank " + std::to_string(rank) + "'s records");
   std::vector<std::span<const uint8_t>> out;
-  size_t pos = 0;
-  for (size_t i = 0; i < count; ++i) {
-    uint64_t n = 0;
-    if (blob.size() - pos < 8) break;
-    for (int b = 0; b < 8; ++b) n |= static_cast<uint64_t>(blob[pos + b]) << (8 * b);
-    pos += 8;
-    if (n > blob.size() - pos) break;
-    out.emplace_back(blob.data() + pos, n);
-    pos += n;
-  }
-  if (out.size() != count || pos != blob.size())
-    fail(ErrorCode::Corrupt, "bench --collective: rank " + std::to_string(rank) + " sent a step that does not hold " +
-                                 std::to_string(count) + " records");
+  for (size_t i = 0; i < count; ++i) out.push_back(r.bytes(r.u64()));
+  r.expect_end();
   return out;
 }
 
@@ -452,52 +444,6 @@ void write_aggregate(Encoder& enc, const Worker& w, const std::vector<float>& fl
   enc.add_frame(views);
 }
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-void print_rows(const nlohmann::ordered_json& report, bool markdown) {
-  const std::vector<std::string> head = {"row", "collective", "payload B", "sent B", "bits/param", "encode ms",
-                                         "transfer ms", "aggregate ms", "decode ms", "step ms", "vs fp32", "vs fp16",
-                                         "rel L2"};
-  std::vector<std::vector<std::string>> cells;
-  for (const auto& r : report["rows"])
-    cells.push_back({r["name"].get<std::string>(), r["collective"].get<std::string>(),
-                     fixed(r["payload_bytes"].get<double>(), 0), fixed(r["sent_bytes"].get<double>(), 0),
-                     fixed(r["bits_per_param"].get<double>(), 3), fixed(1e3 * r["encode_seconds"].get<double>(), 3),
-                     fixed(1e3 * r["transfer_seconds"].get<double>(), 3),
-                     fixed(1e3 * r["aggregate_seconds"].get<double>(), 3),
-                     fixed(1e3 * r["decode_seconds"].get<double>(), 3), fixed(1e3 * r["step_seconds"].get<double>(), 3),
-                     fixed(r["speedup_fp32"].get<double>(), 2), fixed(r["speedup_fp16"].get<double>(), 2),
-                     fixed(r["rel_l2"].get<double>(), 4)});
-  std::printf("bench --collective: %d ranks, %zu step(s), %llu parameters per worker, medians of %zu timed steps\n",
-              report["ranks"].get<int>(), report["steps"].get<size_t>(),
-              static_cast<unsigned long long>(report["parameters"].get<uint64_t>()),
-              report["timed_steps"].get<size_t>());
-  std::vector<size_t> width(head.size());
-  for (size_t c = 0; c < head.size(); ++c) {
-    width[c] = head[c].size();
-    for (const auto& row : cells) width[c] = std::max(width[c], row[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& v) {
-    std::string s = markdown ? "|" : "";
-    for (size_t c = 0; c < v.size(); ++c) {
-      const std::string pad(width[c] - v[c].size(), ' ');
-      s += markdown ? " " + v[c] + pad + " |" : (c ? "  " : "") + (c < 2 ? v[c] + pad : pad + v[c]);
-    }
-    std::printf("%s\n", s.c_str());
-  };
-  line(head);
-  if (markdown) {
-    std::vector<std::string> rule;
-    for (size_t c = 0; c < head.size(); ++c) rule.push_back(std::string(width[c], '-'));
-    line(rule);
-  }
-  for (const auto& row : cells) line(row);
-}
-
 }  // namespace
 
 int run_bench_collective(const CollectiveBenchArgs& a) {
@@ -625,7 +571,7 @@ int run_bench_collective(const CollectiveBenchArgs& a) {
                  "raw worker gradients"}};
   if (me != 0) return 0;
   const std::string text = report.dump(2) + "\n";
-  if (a.json != "-") print_rows(report, a.markdown);
+  if (a.json != "-") print_collective_table(report, a.markdown);
   if (json) {
     json->write(text.data(), text.size());
     json->commit();

@@ -7,6 +7,7 @@
 #include "encode_ranks.hpp"
 #include "ranks.hpp"
 
+#include <gradcodec/bytes.hpp>
 #include <gradcodec/input_changes.hpp>
 
 #include <algorithm>
@@ -18,17 +19,6 @@ namespace gradcodec::cli {
 
 namespace {
 
-void put_u64(std::vector<uint8_t>& b, uint64_t v) {
-  for (int k = 0; k < 8; ++k) b.push_back(static_cast<uint8_t>(v >> (8 * k)));
-}
-uint64_t get_u64(const std::vector<uint8_t>& b, size_t& at) {
-  if (at > b.size() || b.size() - at < 8) fail(ErrorCode::Internal, "a rank's decode report is cut short");
-  uint64_t v = 0;
-  for (int k = 0; k < 8; ++k) v |= uint64_t{b[at + static_cast<size_t>(k)]} << (8 * k);
-  at += 8;
-  return v;
-}
-
 // What a rank tells the others once it has decoded its share.
 struct Report {
   uint64_t failed_at = UINT64_MAX;  // where one process would have met this rank's error; none: max
@@ -39,31 +29,31 @@ struct Report {
 
 std::vector<uint8_t> pack(const Report& r) {
   std::vector<uint8_t> b;
-  put_u64(b, r.failed_at);
-  put_u64(b, r.frames_read);
-  put_u64(b, r.bytes);
-  put_u64(b, r.warnings.size());
+  ByteWriter w(b);
+  w.u64(r.failed_at);
+  w.u64(r.frames_read);
+  w.u64(r.bytes);
+  w.u64(r.warnings.size());
   for (const auto& [i, text] : r.warnings) {
-    put_u64(b, i);
-    put_u64(b, text.size());
-    b.insert(b.end(), text.begin(), text.end());
+    w.u64(i);
+    w.u64(text.size());
+    w.bytes(text.data(), text.size());
   }
   return b;
 }
 
 Report unpack(const std::vector<uint8_t>& b) {
   Report r;
-  size_t at = 0;
-  r.failed_at = get_u64(b, at);
-  r.frames_read = get_u64(b, at);
-  r.bytes = get_u64(b, at);
-  for (uint64_t k = get_u64(b, at); k > 0; --k) {
-    const uint64_t i = get_u64(b, at), len = get_u64(b, at);
-    if (len > b.size() - at) fail(ErrorCode::Internal, "a rank's decode report is cut short");
-    r.warnings.emplace_back(i, std::string(b.begin() + static_cast<std::ptrdiff_t>(at),
-                                           b.begin() + static_cast<std::ptrdiff_t>(at + len)));
-    at += len;
+  ByteReader in(b, "a rank's decode report");
+  r.failed_at = in.u64();
+  r.frames_read = in.u64();
+  r.bytes = in.u64();
+  for (uint64_t k = in.u64(); k > 0; --k) {
+    const uint64_t i = in.u64();
+    const auto text = in.bytes(in.u64());
+    r.warnings.emplace_back(i, std::string(text.begin(), text.end()));
   }
+  in.expect_end();
   return r;
 }
 
