@@ -23,6 +23,7 @@ struct EncodeArgs {
   uint64_t seed = 0;
   unsigned threads = 0;
   uint32_t keyframe_interval = 0;
+  std::string format_version = "1.1";
   bool force = false;
   bool force_name = false;
   std::string memory_limit;
@@ -58,6 +59,7 @@ int run_encode(const EncodeArgs& a) {
   eo.pipeline = a.target.empty() ? a.pipeline : target_pipeline(a.pipeline);
   eo.seed = a.seed;
   eo.keyframe_interval = a.keyframe_interval;
+  eo.format_minor = a.format_version == "1.0" ? 0 : 1;
   eo.nonfinite = a.nonfinite;
   eo.threads = a.threads;
   // Under MPI the ranks on one machine share its cores: by default each takes its share.
@@ -163,6 +165,9 @@ void setup_encode(CLI::App& app, Runner& run) {
   sub->add_option("--threads", a->threads, "worker threads, at most one per core (default: all cores, under MPI the rank's share of them); output bytes do not depend on it");
   sub->add_option("--keyframe-interval", a->keyframe_interval,
                   "every K-th frame needs no earlier frame (0: only the first)");
+  sub->add_option("--format-version", a->format_version,
+                  "container format: 1.1 (compact framing; default) or 1.0 (read by gradcodec before 1.1)")
+      ->check(CLI::IsMember({"1.0", "1.1"}));
   sub->add_flag("-f,--force", a->force, "replace OUTPUT if it exists");
   sub->add_flag("--force-name", a->force_name, "accept an OUTPUT named like a snapshot (.npz, .npy, .h5, .safetensors, .pt)");
   sub->add_option("--memory-limit", a->memory_limit,

@@ -19,7 +19,14 @@ Pipeline api::chosen_pipeline(const std::string& preset, const std::string& pipe
   return Pipeline::preset(preset.empty() ? "lossless" : preset);
 }
 
+uint16_t api::format_minor(const EncoderOptions& o) {
+  if (o.format_minor > 1)
+    fail(ErrorCode::Usage, "container format 1." + std::to_string(o.format_minor) + " does not exist (1.0 or 1.1)");
+  return static_cast<uint16_t>(o.format_minor);
+}
+
 EncodeOptions api::engine_options(const EncoderOptions& o) {
+  (void)format_minor(o);  // checked when the Encoder is made
   EncodeOptions e;
   e.seed = o.seed;
   e.keyframe_interval = o.keyframe_interval;
@@ -63,6 +70,7 @@ struct Encoder::Impl {
   ContainerHeader header(const EncoderOptions& o) const {
     ContainerHeader h = engine.header(o.inputs_json.empty() ? "[]" : o.inputs_json);
     h.target_json = o.target_json;
+    h.format_minor = api::format_minor(o);
     return h;
   }
 };

@@ -19,6 +19,8 @@ Pipeline chosen_pipeline(const std::string& preset, const std::string& pipeline)
 
 // The engine's options for an Encoder's (or a PartEncoder's) options.
 EncodeOptions engine_options(const EncoderOptions& o);
+// The container format's minor version the options ask for (0 or 1; else Error Usage).
+uint16_t format_minor(const EncoderOptions& o);
 // A frame's outcomes as the facade reports them, counted into `summary` (frames, tensors, bytes).
 std::vector<TensorSummary> count_frame(std::vector<TensorOutcome>&& outcomes, EncodeSummary& summary);
 

@@ -29,7 +29,9 @@ struct PartEncoder::Impl {
   Impl(const EncoderOptions& o, std::function<bool(const std::string&)> owns)
       : pipeline(api::chosen_pipeline(o.preset, o.pipeline)),
         engine(pipeline, options(o, std::move(owns))),
-        header(engine.header(o.inputs_json.empty() ? "[]" : o.inputs_json)) {}
+        header(engine.header(o.inputs_json.empty() ? "[]" : o.inputs_json)) {
+    header.format_minor = api::format_minor(o);
+  }
 };
 
 PartEncoder::PartEncoder(const EncoderOptions& options, std::function<bool(const std::string&)> owns)

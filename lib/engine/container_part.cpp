@@ -156,15 +156,21 @@ uint64_t ContainerPart::write(const ContainerHeader& header, std::span<const std
   const std::vector<uint8_t> preamble = gcz::preamble_section(header);
   if (lead) write_at(0, preamble);
   uint64_t pos = preamble.size();
-  std::vector<gcz::FrameIndex> index(frames);
+  const bool v11 = header.format_minor == 1;
+  std::vector<gcz::FrameIndex> index(frames);  // 1.0
+  gcz::IndexBuilder index11;                   // 1.1
   std::vector<std::string> variants;
   std::map<std::string, uint32_t> variant_ids;
   size_t next = 0;
   for (uint32_t f = 0; f < frames; ++f) {
-    const std::vector<uint8_t> fs = gcz::frame_section(f, m.frames[f]);
-    if (lead) write_at(pos, fs);
-    index[f].offset = pos;
-    pos += fs.size();
+    if (v11) {
+      index11.begin_frame(m.frames[f]);
+    } else {
+      const std::vector<uint8_t> fs = gcz::frame_section(f, m.frames[f]);
+      if (lead) write_at(pos, fs);
+      index[f].offset = pos;
+      pos += fs.size();
+    }
     for (uint32_t i = 0; next < all.size() && all[next].frame == f; ++i, ++next) {
       const Described& r = all[next];
       if (r.index != i)
@@ -182,11 +188,13 @@ uint64_t ContainerPart::write(const ContainerHeader& header, std::span<const std
         entries.push_back({r.names[k], r.widths[k], r.sizes[k]});
         size += r.sizes[k];
       }
-      const std::vector<uint8_t> meta = gcz::record_section(r.info, r.storage, variant, entries, r.checksums);
+      std::vector<uint8_t> meta;  // 1.1: none in the body (the footer has it)
+      if (v11) index11.add(r.info, r.storage, variant, entries, r.checksums);
+      else meta = gcz::record_section(r.info, r.storage, variant, entries, r.checksums);
       size += meta.size();
       index[f].records.emplace_back(pos, size);
       if (auto it = mine.find({f, i}); it != mine.end()) {
-        write_at(pos, meta);
+        if (!meta.empty()) write_at(pos, meta);
         uint64_t at = pos + meta.size();
         for (const auto& s : m.streams[it->second].all()) {
           if (!s.view().empty()) write_at(at, s.view());
@@ -197,7 +205,8 @@ uint64_t ContainerPart::write(const ContainerHeader& header, std::span<const std
     }
   }
   if (next != all.size()) fail(ErrorCode::Internal, "container parts: a record of a frame past the last");
-  const std::vector<uint8_t> tail = gcz::footer_and_trailer(index, variants, pos);
+  const std::vector<uint8_t> tail =
+      v11 ? index11.footer_and_trailer(variants, pos) : gcz::footer_and_trailer(index, variants, pos);
   if (lead) write_at(pos, tail);
   return pos + tail.size();
 }

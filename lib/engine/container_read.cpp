@@ -66,6 +66,39 @@ std::string check_inputs(const nlohmann::ordered_json& inputs) {
   return "";
 }
 
+// Format 1.1's header pipeline: the canonical text and each stage's version give the canonical
+// JSON (every parameter named) with those versions, which Pipeline::from_json then checks as
+// 1.0's. Returns what is wrong, or "" when nothing is.
+std::string pipeline_from_text(const std::string& text, const nlohmann::ordered_json& versions, std::string& json) {
+  if (!versions.is_object()) return "\"versions\" must be an object, not " + json_shown(versions);
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(Pipeline::parse(text).json());
+  } catch (const Error& e) {
+    std::string why = e.what();
+    if (why.size() > 200) why = why.substr(0, 200) + "...";  // it may quote the whole text
+    return "\"pipeline\": " + why;
+  }
+  std::string missing;
+  auto set = [&](auto& self, nlohmann::ordered_json& v) -> void {
+    if (v.is_object() && v.contains("stage") && v.contains("version")) {
+      const std::string name = v["stage"].get<std::string>();
+      const auto it = versions.find(name);
+      if (it == versions.end() || !it->is_number_unsigned()) {
+        if (missing.empty()) missing = name;
+        return;
+      }
+      v["version"] = *it;
+    }
+    if (v.is_structured())
+      for (auto& x : v) self(self, x);
+  };
+  set(set, j);
+  if (!missing.empty()) return "\"versions\" gives no version of stage " + shown_key(missing);
+  json = j.dump();
+  return "";
+}
+
 }  // namespace
 
 const char* storage_name(Storage s) noexcept {
@@ -137,18 +170,20 @@ ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(
   std::memcpy(&major, d + 8, 2);
   std::memcpy(&minor, d + 10, 2);
   std::memcpy(&header_len, d + 12, 4);
-  if (major != kFormatMajor)
+  if (major != kFormatMajor || minor > kFormatMinor)
     corrupt("preamble", 8, "unsupported format version " + std::to_string(major) + "." + std::to_string(minor) +
-                               " (this gradcodec reads version 1)");
+                               " (this gradcodec reads versions 1.0 and 1.1)");
+  minor_ = minor;
   // trailer
   const uint8_t* t = d + size - kTrailerSize;
   if (std::memcmp(t + 16, kEndMagic, 8) != 0) corrupt("trailer", size - 8, "bad end magic (truncated file?)");
   uint32_t tsum;
   std::memcpy(&tsum, t + 12, 4);
   if (tsum != static_cast<uint32_t>(xxh3(t, 12))) corrupt("trailer", size - kTrailerSize, "checksum mismatch");
-  uint16_t tmajor;
+  uint16_t tmajor, tminor;
   std::memcpy(&tmajor, t + 8, 2);
-  if (tmajor != major) corrupt("trailer", size - kTrailerSize + 8, "format version differs from the preamble's");
+  std::memcpy(&tminor, t + 10, 2);
+  if (tmajor != major || (minor > 0 && tminor != minor)) corrupt("trailer", size - kTrailerSize + 8, "format version differs from the preamble's");
   // header
   if (header_len > kMaxHeaderBytes) corrupt("header", 12, "header length " + std::to_string(header_len) + " exceeds the 16 MiB cap");
   if (kPreambleSize + header_len + 8 > size - kTrailerSize)
@@ -156,6 +191,7 @@ ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(
   uint64_t hsum;
   std::memcpy(&hsum, d + kPreambleSize + header_len, 8);
   if (hsum != xxh3(d, kPreambleSize + header_len)) corrupt("header", kPreambleSize, "checksum mismatch");
+  nlohmann::ordered_json versions;  // 1.1: every stage's version (the footer's variants need them too)
   {
     const auto parsed = parse_json_capped<nlohmann::ordered_json>(
         std::string_view(reinterpret_cast<const char*>(d + kPreambleSize), header_len));
@@ -183,8 +219,16 @@ ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(
     };
     if (!j.contains("format") || j["format"] != "gcz") bad("\"format\" must be \"gcz\"");
     header_.tool = string_field("tool");
-    header_.pipeline_json = field("pipeline").dump();  // nests at most kMaxJsonDepth: dump() recurses that deep
-    header_.pipeline_text = string_field("pipeline_text");
+    if (minor_ == 0) {
+      header_.pipeline_json = field("pipeline").dump();  // nests at most kMaxJsonDepth: dump() recurses that deep
+      header_.pipeline_text = string_field("pipeline_text");
+    } else {
+      header_.pipeline_text = string_field("pipeline");
+      versions = field("versions");
+      const std::string why = pipeline_from_text(header_.pipeline_text, versions, header_.pipeline_json);
+      if (!why.empty()) bad(why);
+    }
+    header_.format_minor = minor_;
     header_.seed = unsigned_field("seed", UINT64_MAX);
     header_.keyframe_interval = static_cast<uint32_t>(unsigned_field("keyframe_interval", UINT32_MAX));
     const std::string inputs_error = check_inputs(field("inputs"));
@@ -209,6 +253,43 @@ ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(
   uint64_t fsum;
   std::memcpy(&fsum, d + footer_off + 12 + flen, 8);
   if (fsum != xxh3(d + footer_off, 12 + flen)) corrupt("footer", footer_off, "checksum mismatch");
+  if (minor_ == 1) {
+    const std::vector<std::string> paths = gcz::input_paths(header_.inputs_json);
+    auto ix = std::make_shared<gcz::Index>(gcz::parse_index({d + footer_off + 12, flen}, body_start, footer_off,
+                                                            footer_off, paths, file_->path() + ": corrupt container: footer"));
+    frames_ = ix->frames;
+    for (const auto& recs : ix->records) {
+      records_.emplace_back();
+      for (const auto& rec : recs) records_.back().emplace_back(rec.offset, rec.size);
+    }
+    variants_.push_back(header_.pipeline_json);
+    for (size_t v = 0; v < ix->variants.size(); ++v) {
+      std::string json;
+      const std::string why = pipeline_from_text(ix->variants[v], versions, json);
+      if (!why.empty()) corrupt("footer", footer_off, "variant " + std::to_string(v + 1) + ": " + why);
+      variants_.push_back(std::move(json));
+    }
+    index_ = std::move(ix);
+  } else {
+    read_footer_v10(footer_off, body_start);
+  }
+  // Every pipeline must name stages and versions this gradcodec decodes (checked once, here, so
+  // that decode and inspect refuse such a file alike).
+  for (size_t v = 0; v < variants_.size(); ++v) {
+    try {
+      (void)Pipeline::from_json(variants_[v]);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Corrupt) throw;
+      if (v == 0) corrupt("header", kPreambleSize, e.what());
+      corrupt("footer", footer_off, "variant " + std::to_string(v) + ": " + e.what());
+    }
+  }
+}
+
+void ContainerReader::read_footer_v10(uint64_t footer_off, uint64_t body_start) {
+  const uint8_t* d = file_->data();
+  uint64_t flen;
+  std::memcpy(&flen, d + footer_off + 4, 8);
   ByteReader r({d + footer_off + 12, flen}, file_->path() + ": corrupt container: footer");
   uint32_t nframes = r.u32();
   if (nframes > r.remaining() / 12) corrupt("footer", footer_off, "frame count " + std::to_string(nframes) + " exceeds its size");
@@ -251,17 +332,6 @@ ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(
     variants_.emplace_back(b.begin(), b.end());
   }
   r.expect_end();
-  // Every pipeline must name stages and versions this gradcodec decodes (checked once, here, so
-  // that decode and inspect refuse such a file alike).
-  for (size_t v = 0; v < variants_.size(); ++v) {
-    try {
-      (void)Pipeline::from_json(variants_[v]);
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::Corrupt) throw;
-      if (v == 0) corrupt("header", kPreambleSize, e.what());
-      corrupt("footer", footer_off, "variant " + std::to_string(v) + ": " + e.what());
-    }
-  }
 }
 
 const FrameInfo& ContainerReader::frame(size_t f) const {
@@ -350,6 +420,29 @@ RecordMeta ContainerReader::record(size_t f, size_t i) const {
   frame(f);
   if (i >= records_[f].size()) fail(ErrorCode::Internal, "record index out of range");
   auto [off, size] = records_[f][i];
+  if (index_) {  // 1.1: the footer holds the metadata (checked when the container was opened)
+    const gcz::IndexRecord& rec = index_->records[f][i];
+    const gcz::Layout& l = index_->layouts[rec.layout];
+    RecordMeta m;
+    m.info = index_->tensors[rec.tensor];
+    m.storage = l.storage;
+    m.variant = l.variant;
+    m.offset = rec.offset;
+    m.size = rec.size;
+    m.whole_check = true;
+    m.check = rec.check;
+    uint64_t pos = rec.offset;
+    for (size_t k = 0; k < l.streams.size(); ++k) {
+      StreamInfo si;
+      si.name = l.streams[k].first;
+      si.width = l.streams[k].second;
+      si.offset = pos;
+      si.size = index_->sizes[rec.sizes_at + k];
+      pos += si.size;
+      m.streams.push_back(std::move(si));
+    }
+    return m;
+  }
   // (The footer's checks placed the record inside the file.)
   return parse_record({file_->data() + off, size}, off, variants_.size(),
                       file_->path() + ": corrupt container: record " + std::to_string(i) + " of frame " +
@@ -357,12 +450,27 @@ RecordMeta ContainerReader::record(size_t f, size_t i) const {
 }
 
 void ContainerReader::verify_streams(const RecordMeta& m) const {
+  if (m.whole_check) return check_record(m);
   for (size_t k = 0; k < m.streams.size(); ++k) stream_bytes(m, k);
+}
+
+void ContainerReader::check_record(const RecordMeta& m) const {
+  std::vector<uint64_t> sums;
+  for (const auto& si : m.streams) {
+    const uint8_t* p = file_->data() + si.offset;
+    populate_read(p, si.size);  // the checksum reads it all: map it at once
+    sums.push_back(xxh3(p, si.size));
+  }
+  if (record_check(sums) != m.check) corrupt("record of tensor " + m.info.name, m.offset, "checksum mismatch");
 }
 
 std::span<const uint8_t> ContainerReader::stream_bytes(const RecordMeta& m, size_t k) const {
   if (k >= m.streams.size()) fail(ErrorCode::Internal, "stream index out of range");
   const auto& si = m.streams[k];
+  if (m.whole_check) {
+    check_record(m);
+    return {file_->data() + si.offset, si.size};
+  }
   const uint8_t* p = file_->data() + si.offset;
   populate_read(p, si.size);  // the checksum reads it all: map it at once
   if (xxh3(p, si.size) != si.checksum)
@@ -380,6 +488,21 @@ struct ContainerReader::StreamChunks::Impl {
   std::optional<ThreadBuffer> buffer;  // file reads land here (kept by the thread between streams)
   Xxh3Stream hash;
   bool checked = false;
+  // 1.1: the record's check, and every stream's checksum (this one's when its last chunk passes).
+  bool whole = false;
+  uint32_t check = 0;
+  size_t k = 0;
+  std::vector<uint64_t> sums;
+  // Compares this stream's checksum `sum` with what the record says.
+  void compare(uint64_t sum) {
+    checked = true;
+    if (whole) {
+      sums[k] = sum;
+      if (record_check(sums) != check) reader->corrupt("record of " + what.substr(what.find("tensor ")), offset, "checksum mismatch");
+    } else if (sum != checksum) {
+      reader->corrupt(what, offset, "checksum mismatch");
+    }
+  }
 };
 
 ContainerReader::StreamChunks::StreamChunks(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -400,10 +523,7 @@ std::span<const uint8_t> ContainerReader::StreamChunks::next() {
   }
   c.hash.update(p, n);
   c.pos += n;
-  if (c.pos == c.size) {  // the last chunk: checked before anyone reads it
-    c.checked = true;
-    if (c.hash.digest() != c.checksum) c.reader->corrupt(c.what, c.offset, "checksum mismatch");
-  }
+  if (c.pos == c.size) c.compare(c.hash.digest());  // the last chunk: checked before anyone reads it
   return {p, n};
 }
 
@@ -426,10 +546,17 @@ ContainerReader::StreamChunks ContainerReader::stream_chunks(const RecordMeta& m
     const size_t n = static_cast<size_t>(std::min<uint64_t>(c->chunk, std::max<uint64_t>(si.size, 1)));
     c->buffer.emplace(n);
   }
-  if (si.size == 0) {  // nothing to hand out: checked now
-    c->checked = true;
-    if (xxh3(nullptr, 0) != si.checksum) corrupt(c->what, si.offset, "checksum mismatch");
+  if (m.whole_check) {  // 1.1: the record's other streams are hashed first (small, next to this one)
+    c->whole = true;
+    c->check = m.check;
+    c->k = k;
+    for (const auto& o : m.streams) {
+      const uint8_t* p = file_->data() + o.offset;
+      if (&o != &si) populate_read(p, o.size);
+      c->sums.push_back(&o == &si ? 0 : xxh3(p, o.size));
+    }
   }
+  if (si.size == 0) c->compare(xxh3(nullptr, 0));  // nothing to hand out: checked now
   return StreamChunks(std::move(c));
 }
 

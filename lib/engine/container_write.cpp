@@ -5,6 +5,7 @@
 #include "base/checksum.hpp"
 #include "engine/container_layout.hpp"
 #include <gradcodec/detail/json_capped.hpp>
+#include <gradcodec/pipeline.hpp>
 
 #include <nlohmann/json.hpp>
 #define XXH_STATIC_LINKING_ONLY
@@ -69,8 +70,10 @@ uint64_t section_sum(const std::vector<uint8_t>& head, const std::vector<uint8_t
   return XXH3_64bits_digest(&st);
 }
 
+}  // namespace
+
 // The section: tag, length, payload, checksum.
-std::vector<uint8_t> section(const char* tag, const std::vector<uint8_t>& payload, bool u64_len) {
+std::vector<uint8_t> gcz::section(const char* tag, const std::vector<uint8_t>& payload, bool u64_len) {
   std::vector<uint8_t> out = section_head(tag, payload.size(), u64_len);
   const uint64_t h = section_sum(out, payload);
   out.insert(out.end(), payload.begin(), payload.end());
@@ -78,11 +81,20 @@ std::vector<uint8_t> section(const char* tag, const std::vector<uint8_t>& payloa
   return out;
 }
 
+namespace {
+
 // A JSON value the writer's caller gave for the header, parsed as every JSON read is (capped).
 nlohmann::ordered_json header_json(const char* field, const std::string& text) {
   auto parsed = parse_json_capped<nlohmann::ordered_json>(text);
   if (!parsed.error.empty()) fail(ErrorCode::Internal, std::string("container header: ") + field + ": " + parsed.error);
   return std::move(parsed.value);
+}
+
+// The version of every stage a canonical pipeline JSON names (nested pipelines included).
+void stage_versions(const nlohmann::ordered_json& j, nlohmann::ordered_json& out) {
+  if (j.is_object() && j.contains("stage") && j.contains("version")) out[j["stage"].get<std::string>()] = j["version"];
+  if (j.is_structured())
+    for (const auto& v : j) stage_versions(v, out);
 }
 
 }  // namespace
@@ -95,11 +107,23 @@ std::vector<gcz::StreamEntry> gcz::stream_entries(const Streams& streams) {
 }
 
 std::vector<uint8_t> gcz::preamble_section(const ContainerHeader& h) {
+  if (h.format_minor > kFormatMinor) fail(ErrorCode::Internal, "no container format 1." + std::to_string(h.format_minor));
   nlohmann::ordered_json j;
   j["format"] = "gcz";
   j["tool"] = h.tool;
-  j["pipeline"] = header_json("pipeline", h.pipeline_json);
-  j["pipeline_text"] = h.pipeline_text;
+  const nlohmann::ordered_json pipeline = header_json("pipeline", h.pipeline_json);
+  if (h.format_minor == 0) {
+    j["pipeline"] = pipeline;
+    j["pipeline_text"] = h.pipeline_text;
+  } else {
+    // 1.1: the canonical text, which the reader parses back to this JSON, and the stages' versions.
+    if (Pipeline::parse(h.pipeline_text).json() != h.pipeline_json)
+      fail(ErrorCode::Internal, "container header: the pipeline text '" + h.pipeline_text + "' does not give its JSON");
+    j["pipeline"] = h.pipeline_text;
+    nlohmann::ordered_json versions = nlohmann::ordered_json::object();
+    stage_versions(pipeline, versions);
+    j["versions"] = versions;
+  }
   j["seed"] = h.seed;
   j["keyframe_interval"] = h.keyframe_interval;
   j["inputs"] = header_json("inputs", h.inputs_json);
@@ -110,7 +134,7 @@ std::vector<uint8_t> gcz::preamble_section(const ContainerHeader& h) {
   ByteWriter w(pre);
   w.bytes(kMagic, 8);
   w.u16(kFormatMajor);
-  w.u16(kFormatMinor);
+  w.u16(h.format_minor);
   w.u32(static_cast<uint32_t>(text.size()));
   w.bytes(text.data(), text.size());
   uint64_t sum = xxh3(pre.data(), pre.size());
@@ -148,15 +172,20 @@ std::vector<uint8_t> gcz::footer_and_trailer(std::span<const FrameIndex> frames,
     w.bytes(v.data(), v.size());
   }
   std::vector<uint8_t> out = section("FOOT", p, true);
+  const std::vector<uint8_t> t = trailer(footer_offset, 0);
+  out.insert(out.end(), t.begin(), t.end());
+  return out;
+}
+
+std::vector<uint8_t> gcz::trailer(uint64_t footer_offset, uint16_t minor) {
   std::vector<uint8_t> t;
   ByteWriter tw(t);
   tw.u64(footer_offset);
   tw.u16(kFormatMajor);
-  tw.u16(kFormatMinor);
+  tw.u16(minor);
   tw.u32(static_cast<uint32_t>(xxh3(t.data(), 12)));
   tw.bytes(kEndMagic, 8);
-  out.insert(out.end(), t.begin(), t.end());
-  return out;
+  return t;
 }
 
 struct ContainerWriter::Impl {
@@ -177,11 +206,14 @@ struct ContainerWriter::Impl {
       sink->finish();
     }
   } out;
-  std::vector<gcz::FrameIndex> frames;
+  uint16_t minor = kFormatMinor;
+  std::vector<gcz::FrameIndex> frames;  // 1.0
+  gcz::IndexBuilder index;              // 1.1
   std::vector<std::string> variants;  // ids 1..
   std::map<std::string, uint32_t> variant_ids;
   bool in_frame = false;
   bool finished = false;
+  uint64_t frames_records = 0;  // 1.1: records of the current frame
 
   explicit Impl(std::unique_ptr<AtomicOutput> file) { out.file = std::move(file); }
   explicit Impl(ByteSink& sink) { out.sink = &sink; }
@@ -189,19 +221,26 @@ struct ContainerWriter::Impl {
 
 ContainerWriter::ContainerWriter(const std::string& path, bool overwrite, const ContainerHeader& h)
     : impl_(std::make_unique<Impl>(std::make_unique<AtomicOutput>(path, overwrite))) {
+  impl_->minor = h.format_minor;
   impl_->out.write(gcz::preamble_section(h));
 }
 
 ContainerWriter::ContainerWriter(ByteSink& sink, const ContainerHeader& h) : impl_(std::make_unique<Impl>(sink)) {
+  impl_->minor = h.format_minor;
   impl_->out.write(gcz::preamble_section(h));
 }
 
 ContainerWriter::~ContainerWriter() = default;
 
-uint64_t ContainerWriter::bytes_written() const noexcept { return impl_->out.position(); }
+// 1.1: the body so far and the footer it needs (written by finish()).
+uint64_t ContainerWriter::bytes_written() const noexcept {
+  return impl_->out.position() + (impl_->minor == 1 && !impl_->finished ? impl_->index.bytes() : 0);
+}
 
 void ContainerWriter::begin_frame(const FrameInfo& f) {
   impl_->in_frame = true;
+  impl_->frames_records = 0;
+  if (impl_->minor == 1) return impl_->index.begin_frame(f);
   impl_->frames.push_back({impl_->out.position(), {}});
   impl_->out.write(gcz::frame_section(static_cast<uint32_t>(impl_->frames.size() - 1), f));
 }
@@ -235,6 +274,13 @@ void ContainerWriter::add(const TensorInfo& info, Storage storage, uint32_t vari
 void ContainerWriter::add(const TensorInfo& info, Storage storage, uint32_t variant, const Streams& streams,
                           std::span<const uint64_t> checksums) {
   if (!impl_->in_frame) fail(ErrorCode::Internal, "ContainerWriter::add outside a frame");
+  if (impl_->minor == 1) {
+    if (checksums.size() != streams.all().size()) fail(ErrorCode::Internal, "a checksum per stream expected");
+    impl_->index.add(info, storage, variant, gcz::stream_entries(streams), checksums);
+    for (const auto& s : streams.all()) impl_->out.write(s.view().data(), s.view().size());
+    ++impl_->frames_records;
+    return;
+  }
   uint64_t start = impl_->out.position();
   impl_->out.write(gcz::record_section(info, storage, variant, gcz::stream_entries(streams), checksums));
   for (const auto& s : streams.all()) impl_->out.write(s.view().data(), s.view().size());
@@ -243,7 +289,8 @@ void ContainerWriter::add(const TensorInfo& info, Storage storage, uint32_t vari
 
 void ContainerWriter::add_record(uint32_t index, const TensorInfo& info, Storage storage, uint32_t variant,
                                  Streams&& streams, std::span<const uint64_t> checksums) {
-  if (!impl_->in_frame || index != impl_->frames.back().records.size())
+  const uint64_t expected = impl_->minor == 1 ? impl_->frames_records : impl_->frames.back().records.size();
+  if (!impl_->in_frame || index != expected)
     fail(ErrorCode::Internal, "ContainerWriter::add_record: record " + std::to_string(index) + " out of order");
   add(info, storage, variant, streams, checksums);
 }
@@ -259,7 +306,8 @@ uint32_t ContainerWriter::variant(const std::string& json) {
 
 void ContainerWriter::finish() {
   if (impl_->finished) return;
-  impl_->out.write(gcz::footer_and_trailer(impl_->frames, impl_->variants, impl_->out.position()));
+  if (impl_->minor == 1) impl_->out.write(impl_->index.footer_and_trailer(impl_->variants, impl_->out.position()));
+  else impl_->out.write(gcz::footer_and_trailer(impl_->frames, impl_->variants, impl_->out.position()));
   impl_->out.commit();
   impl_->finished = true;
 }

@@ -46,6 +46,7 @@ Container encode(const std::vector<std::vector<TensorView>>& frames, const std::
   o.seed = seed;
   o.keyframe_interval = 0;
   o.nonfinite = nonfinite;
+  o.format_minor = 0;  // a Compressor's record is a 1.0 record (docs/format.md): sizes compare with 1.0's
   Encoder e = Encoder::to_sink(sink, o);
   for (const auto& views : frames) {
     std::vector<uint64_t> sizes;

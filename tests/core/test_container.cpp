@@ -120,8 +120,10 @@ TEST_CASE("container writer: checksums computed ahead (the encoder's workers) gi
   streams.add("side").bytes = {1, 2, 3};
   std::vector<uint64_t> sums = stream_checksums(streams);
   REQUIRE(sums.size() == 2);
-  const ContainerHeader header = SequenceEncoder(Pipeline::parse("raw"), EncodeOptions{}).header("[]");
+  ContainerHeader header = SequenceEncoder(Pipeline::parse("raw"), EncodeOptions{}).header("[]");
   CHECK(sums[0] != sums[1]);
+  header.format_minor = GENERATE(0, 1);
+  INFO("format 1." << header.format_minor);
   auto write = [&](bool ahead) {
     const std::string path = temp_path(ahead ? "sums_ahead.gcz" : "sums_inline.gcz");
     ContainerWriter w(path, true, header);
@@ -138,8 +140,16 @@ TEST_CASE("container writer: checksums computed ahead (the encoder's workers) gi
   ContainerReader r(InputFile::from_bytes(inline_bytes, "mem.gcz"));
   const RecordMeta m = r.record(0, 0);
   REQUIRE(m.streams.size() == 2);
-  CHECK(m.streams[0].checksum == sums[0]);
-  CHECK(m.streams[1].checksum == sums[1]);
+  if (header.format_minor == 0) {  // a checksum per stream
+    CHECK_FALSE(m.whole_check);
+    CHECK(m.streams[0].checksum == sums[0]);
+    CHECK(m.streams[1].checksum == sums[1]);
+  } else {  // one check per record, of the streams' checksums
+    CHECK(m.whole_check);
+    CHECK(m.check == record_check(sums));
+    std::vector<uint64_t> swapped = {sums[1], sums[0]};
+    CHECK(m.check != record_check(swapped));
+  }
   // One checksum short: refused as an internal error, nothing written.
   const std::string path = temp_path("sums_short.gcz");
   ContainerWriter w(path, true, header);
@@ -329,7 +339,8 @@ TEST_CASE("raw records decode as views of the container when aligned, as exact c
           "[container]") {
   // A tensor with a NaN under --nonfinite=raw is stored raw. Its decoded bytes are the record's,
   // read in place (no copy) when they sit at an address aligned for the dtype; else copied into
-  // aligned memory. Names of 1..8 characters move the record's offset through every alignment.
+  // aligned memory. Names and input paths of 1..8 characters move the record's offset through
+  // every alignment (1.0: the name is in the record's metadata; 1.1: the path in the header).
   size_t views = 0;
   for (size_t len = 1; len <= 8; ++len)
     for (DType dt : {DType::F32, DType::F64, DType::F16}) {
@@ -350,7 +361,7 @@ TEST_CASE("raw records decode as views of the container when aligned, as exact c
       SequenceEncoder enc(Pipeline::parse("topk(ratio=0.1) | fp16 | varint"), eo);
       const std::string path = temp_path("raw_view.gcz");
       {
-        ContainerWriter w(path, true, enc.header("[]"));
+        ContainerWriter w(path, true, enc.header("[{\"path\":\"" + std::string(len, 'p') + "\"}]"));
         FrameSource src;
         src.count = 1;
         src.info = [&t](size_t) { return t.info; };
@@ -472,8 +483,10 @@ TEST_CASE("container: zstd streams are read from the file in chunks, checked bef
       bad[big.streams[0].offset + at] ^= 0x5a;
       write_file(path, bad);
       const ContainerReader r = ContainerReader::open(path);
-      const std::string want = "stream '" + big.streams[0].name + "' of tensor big at offset " +
-                               std::to_string(big.streams[0].offset) + ": checksum mismatch";
+      // (1.1 checks the record as a whole, 1.0 each stream.)
+      const std::string want = (big.whole_check ? std::string("record of tensor big")
+                                                : "stream '" + big.streams[0].name + "' of tensor big") +
+                               " at offset " + std::to_string(big.streams[0].offset) + ": checksum mismatch";
       CHECK_THAT(decode_error(r), Catch::Contains(want));
       CHECK_THAT(decode_error(ContainerReader(InputFile::from_bytes(bad, "mem.gcz"))), Catch::Contains(want));
       ContainerReader::StreamChunks c = r.stream_chunks(big, 0, 4096);

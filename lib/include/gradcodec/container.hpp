@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// gradcodec — the .gcz container, version 1 (specified byte by byte in docs/format.md).
+// gradcodec — the .gcz container, version 1.1 (and 1.0, still read and written on request),
+// specified byte by byte in docs/format.md.
 //
-//   preamble | header | (frame | record*)* | footer | trailer
-// Every section carries an XXH3-64 checksum checked before use; the footer indexes every frame
-// and record so one tensor of one frame is read without reading the rest.
+//   1.1: preamble | header | record streams* | footer (the index) | trailer
+//   1.0: preamble | header | (frame | record*)* | footer | trailer
+// Every section carries a checksum checked before use; the footer indexes every frame and record
+// so one tensor of one frame is read without reading the rest.
 #pragma once
 
 #include <gradcodec/byte_sink.hpp>
@@ -20,8 +22,12 @@
 
 namespace gradcodec {
 
+namespace gcz {
+struct Index;  // a 1.1 footer as the reader keeps it (engine/container_layout.hpp)
+}
+
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint16_t kFormatMinor = 1;  // what writers write unless asked for 1.0
 inline constexpr uint64_t kMaxHeaderBytes = 16u << 20;   // header JSON cap
 inline constexpr uint32_t kMaxMetaBytes = 1u << 20;      // one record's metadata cap
 inline constexpr uint32_t kMaxStreams = 64;
@@ -36,6 +42,8 @@ enum class Storage : uint8_t {
 const char* storage_name(Storage s) noexcept;
 
 struct ContainerHeader {
+  // The format's minor version: 1 (compact framing) or 0 (1.0, for readers older than 1.1).
+  uint16_t format_minor = kFormatMinor;
   std::string tool;           // "gradcodec 0.1.0"
   std::string pipeline_json;  // canonical JSON of the pipeline
   std::string pipeline_text;  // canonical text (informative; the JSON is authoritative)
@@ -66,8 +74,12 @@ struct RecordMeta {
   Storage storage = Storage::Pipeline;
   uint32_t variant = 0;  // 0 = the header's pipeline; k = footer variant k
   std::vector<StreamInfo> streams;
-  uint64_t offset = 0;  // record start
-  uint64_t size = 0;    // whole record, metadata and streams
+  uint64_t offset = 0;  // record start (1.1: its first stream's first byte)
+  uint64_t size = 0;    // whole record, metadata and streams (1.1: the streams alone)
+  // 1.1: one check for the whole record (StreamInfo::checksum is then unused): the low 32 bits
+  // of the XXH3-64 of the streams' XXH3-64 values (record_check()).
+  bool whole_check = false;
+  uint32_t check = 0;
   uint64_t stream_bytes() const noexcept;
 };
 
@@ -89,8 +101,11 @@ std::vector<uint8_t> record_bytes(const TensorInfo& info, Storage storage, uint3
 // of frame 0").
 RecordMeta parse_record(std::span<const uint8_t> rec, uint64_t offset, size_t variants, const std::string& where);
 
-// The XXH3-64 checksum of each stream, in order: what a record's metadata stores.
+// The XXH3-64 checksum of each stream, in order: what a 1.0 record's metadata stores.
 std::vector<uint64_t> stream_checksums(const Streams& streams);
+// A 1.1 record's check from its streams' checksums: the low 32 bits of the XXH3-64 of the
+// checksums written as u64 little-endian, in stream order.
+uint32_t record_check(std::span<const uint64_t> checksums);
 
 // Where SequenceEncoder puts a frame's records, in record order: a ContainerWriter, or one
 // process's ContainerPart of a container that several write together (container_part.hpp).
@@ -154,7 +169,10 @@ class ContainerReader {
   size_t record_count(size_t f) const;
   // Record metadata (checksummed); reads only the record's metadata block.
   RecordMeta record(size_t f, size_t i) const;
-  // Checks every stream's checksum (Corrupt on a mismatch) without copying the bytes.
+  // The format's minor version (0 or 1).
+  uint16_t format_minor() const noexcept { return minor_; }
+  // Checks every stream's checksum (1.1: the record's check; Corrupt on a mismatch) without
+  // copying the bytes.
   void verify_streams(const RecordMeta& m) const;
   // The record's streams, each checked against its checksum.
   Streams streams(const RecordMeta& meta) const;
@@ -195,11 +213,16 @@ class ContainerReader {
 
  private:
   [[noreturn]] void corrupt(const std::string& section, uint64_t offset, const std::string& why) const;
+  void read_footer_v10(uint64_t footer_offset, uint64_t body_start);
   std::shared_ptr<const InputFile> file_;
   ContainerHeader header_;
   std::vector<FrameInfo> frames_;
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> records_;  // per frame: (offset, size)
   std::vector<std::string> variants_;
+  uint16_t minor_ = 0;
+  std::shared_ptr<const gcz::Index> index_;  // 1.1: every record's metadata, from the footer
+  // 1.1: the streams' checksums of `m`, computed from the bytes, checked against m.check.
+  void check_record(const RecordMeta& m) const;
 };
 
 }  // namespace gradcodec

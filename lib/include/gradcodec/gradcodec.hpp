@@ -39,6 +39,9 @@ struct EncoderOptions {
   uint64_t seed = 0;               // every random choice; recorded in the container
   unsigned threads = 1;            // worker threads (0: one per core); the bytes do not depend on it
   uint32_t keyframe_interval = 0;  // every K-th frame needs no earlier one (0: only the first)
+  // The container format's minor version (docs/format.md): 1, compact framing, or 0, a 1.0
+  // container as gradcodec before 1.1 reads it. Anything else is Error(Usage).
+  unsigned format_minor = 1;
   NonFinite nonfinite = NonFinite::Refuse;
   // Largest working memory one tensor may take to encode; a tensor over it is refused
   // (Error Input naming it) before any of it is read.
