@@ -158,7 +158,7 @@ uint64_t ContainerPart::write(const ContainerHeader& header, std::span<const std
   uint64_t pos = preamble.size();
   const bool v11 = header.format_minor == 1;
   std::vector<gcz::FrameIndex> index(frames);  // 1.0
-  gcz::IndexBuilder index11;                   // 1.1
+  gcz::IndexBuilder index11(header.inputs_json);  // 1.1
   std::vector<std::string> variants;
   std::map<std::string, uint32_t> variant_ids;
   size_t next = 0;

@@ -170,9 +170,11 @@ ContainerReader::ContainerReader(std::shared_ptr<const InputFile> file) : file_(
   std::memcpy(&major, d + 8, 2);
   std::memcpy(&minor, d + 10, 2);
   std::memcpy(&header_len, d + 12, 4);
-  if (major != kFormatMajor || minor > kFormatMinor)
-    corrupt("preamble", 8, "unsupported format version " + std::to_string(major) + "." + std::to_string(minor) +
-                               " (this gradcodec reads versions 1.0 and 1.1)");
+  const std::string version = std::to_string(major) + "." + std::to_string(minor);
+  if (major != kFormatMajor)
+    corrupt("preamble", 8, "unsupported format version " + version + " (this gradcodec reads version 1)");
+  if (minor > kFormatMinor)
+    corrupt("preamble", 10, "unsupported format version " + version + " (this gradcodec reads 1.0 and 1.1)");
   minor_ = minor;
   // trailer
   const uint8_t* t = d + size - kTrailerSize;

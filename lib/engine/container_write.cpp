@@ -222,11 +222,13 @@ struct ContainerWriter::Impl {
 ContainerWriter::ContainerWriter(const std::string& path, bool overwrite, const ContainerHeader& h)
     : impl_(std::make_unique<Impl>(std::make_unique<AtomicOutput>(path, overwrite))) {
   impl_->minor = h.format_minor;
+  impl_->index = gcz::IndexBuilder(h.inputs_json);
   impl_->out.write(gcz::preamble_section(h));
 }
 
 ContainerWriter::ContainerWriter(ByteSink& sink, const ContainerHeader& h) : impl_(std::make_unique<Impl>(sink)) {
   impl_->minor = h.format_minor;
+  impl_->index = gcz::IndexBuilder(h.inputs_json);
   impl_->out.write(gcz::preamble_section(h));
 }
 

@@ -27,9 +27,9 @@ def doc(name):
         return f.read()
 
 
-def worked_example():
+def worked_example(version="1.0"):
     """(the hex dump's bytes, the text around it, the annotation table's rows)."""
-    text = doc("format.md").split("## Worked example")[1].split("\n## ")[0]
+    text = doc("format.md").split(f"## Worked example ({version})")[1].split("\n## ")[0]
     block = text.split("```")[1]
     data = bytes.fromhex("".join(l.split(":")[1][:49] for l in block.strip().splitlines()))
     rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in text.split("```")[2].splitlines()
@@ -43,7 +43,7 @@ def hexes(cell):
 
 def test_worked_example_table_describes_its_bytes():
     data, text, rows = worked_example()
-    size = int(re.search(r"gives this (\d+)-byte file", text).group(1))
+    size = int(re.search(r"gives\s+this (\d+)-byte file", text).group(1))
     assert len(data) == size, (len(data), size)
     table = {hexes(r[0])[0]: r[1] for r in rows}
     # Every section the table places starts there with its magic, and its stated lengths hold.
@@ -70,6 +70,46 @@ def test_worked_example_table_describes_its_bytes():
     value_at = [at for at, what in table.items() if what.startswith("stream `value`")][0]
     words = [int(w, 16) for w in re.findall(r"`0x([0-9a-f]{4})`", table[value_at])]
     assert list(struct.unpack_from("<4H", data, value_at)) == words == [0x3800, 0xBC00, 0x4000, 0x0000]
+
+
+def test_worked_example_1_1_table_describes_its_bytes():
+    data, text, rows = worked_example("1.1")
+    size = int(re.search(r"gives this (\d+)-byte file", text).group(1))
+    assert len(data) == size, (len(data), size)
+    table = {hexes(r[0])[0]: r[1] for r in rows}
+    spans = {hexes(r[0])[0]: hexes(r[0]) for r in rows}
+    (hlen,) = struct.unpack_from("<HHI", data, 8)[2:]
+    assert struct.unpack_from("<HH", data, 8) == (1, 1) and "version 1.1" in table[0x008]
+    assert hexes(table[0x00C])[0] == hlen and spans[0x010][1] == 16 + hlen - 1
+    # The footer: where the table puts it, its stated length, and the trailer pointing at it.
+    footer_at = [at for at, what in table.items() if what.startswith("`FOOT`")][0]
+    assert data[footer_at:footer_at + 4] == b"FOOT"
+    stated = re.search(r"length `0x([0-9a-f]+)` = (\d+)", table[footer_at])
+    assert struct.unpack_from("<Q", data, footer_at + 4)[0] == int(stated.group(2)) == int(stated.group(1), 16)
+    trailer_at = [at for at, what in table.items() if what.startswith("trailer")][0]
+    assert trailer_at == len(data) - 24 and struct.unpack_from("<Q", data, trailer_at)[0] == footer_at
+    assert hexes(table[trailer_at])[0] == footer_at
+    # The body is the one stream the table names, where it says, right after the header.
+    body_at = [at for at, what in table.items() if what.startswith("the body")][0]
+    assert body_at == 16 + hlen + 8
+    words = [int(w, 16) for w in re.findall(r"`0x([0-9a-f]{4})`", table[body_at])]
+    assert list(struct.unpack_from("<4H", data, body_at)) == words == [0x3800, 0xBC00, 0x4000, 0x0000]
+    # Each footer field the table quotes is at the offset it gives.
+    for at, what in table.items():
+        if footer_at < at < trailer_at and "`" in what and not what.startswith(("`FOOT`", "footer")):
+            quoted = re.findall(r"`([0-9a-f]{2}(?: [0-9a-f]{2})*)`", what)
+            assert quoted and data[at:at + 1].hex() == quoted[0].split()[0], (hex(at), what)
+    # And the footer, read from docs/format.md's rules alone (tests/cli/gcz.py), says what the
+    # table says: tensor "g", f32 [4], one layout with the stream value of width 2, a keyframe
+    # whose source is the header's input, one record of 8 bytes and its check.
+    import gcz
+    c = gcz.Container(data)
+    ((keyframe, source, (rec,)),) = c.frames
+    assert keyframe and source == "g.npy" == c.header["inputs"][0]["path"]
+    assert (rec.name, rec.dtype, rec.shape, rec.storage, rec.variant) == ("g", 3, [4], 0, 0)
+    assert [(n, w, len(b)) for n, w, b in rec.streams] == [("value", 2, 8)] and rec.offset == body_at
+    assert struct.pack("<I", rec.check).hex(" ") in table[[a for a in table if "record 0: head" in table[a]][0]]
+    assert c.header["pipeline"] == "fp16" and c.header["versions"] == {"fp16": 1}
 
 
 def test_corrupt_container_message_has_the_documented_shape():
@@ -122,7 +162,7 @@ def test_canonical_text_example():
     with open(path("ct.gcz"), "rb") as f:
         blob = f.read()
     (hlen,) = struct.unpack_from("<I", blob, 12)
-    assert json.loads(blob[16:16 + hlen])["pipeline_text"] == m.group(2)
+    assert json.loads(blob[16:16 + hlen])["pipeline"] == m.group(2)  # format 1.1: the text is the header's pipeline
     assert json.loads(run("inspect", path("ct.gcz"), "--json")[0])["pipeline"] == m.group(2)
 
 

@@ -605,23 +605,25 @@ def test_format_md_raw_values_table_is_true():
             assert not np.array_equal(y[kept], x[kept]), pipeline
 
 
-def test_format_md_worked_example_is_true():
-    # docs/format.md's hex dump is what this version writes, byte for byte.
+def test_format_md_worked_examples_are_true():
+    # docs/format.md's hex dumps are what this version writes, byte for byte: format 1.1 by
+    # default, 1.0 when asked for.
     doc = open(os.path.join(sys.argv[2], "docs", "format.md")).read()
-    block = doc.split("## Worked example")[1].split("```")[1]
-    expected = bytes.fromhex("".join(l.split(":")[1][:49] for l in block.strip().splitlines()))
     os.makedirs(path("ex"), exist_ok=True)
     np.save(path("ex", "g.npy"), np.array([0.5, -1, 2, 0], np.float32))
-    p = clitest.subprocess.run([clitest.EXE, "encode", "g.npy", "-o", "g.gcz", "--pipeline", "fp16", "--quiet"],
-                               cwd=path("ex"), timeout=60)
-    assert p.returncode == 0
-    got = open(path("ex", "g.gcz"), "rb").read()
-    assert got == expected, f"{len(got)} vs {len(expected)} bytes"
-    # And the docs' bytes decode, as they are, to the tensor they were made from.
-    open(path("ex", "doc.gcz"), "wb").write(expected)
-    run("decode", path("ex", "doc.gcz"), "-o", path("ex", "doc.npy"))
-    back = np.load(path("ex", "doc.npy"))
-    assert back.dtype == np.float32 and back.tolist() == [0.5, -1, 2, 0], back
+    for version, options in (("1.1", []), ("1.0", ["--format-version", "1.0"])):
+        block = doc.split(f"## Worked example ({version})")[1].split("```")[1]
+        expected = bytes.fromhex("".join(l.split(":")[1][:49] for l in block.strip().splitlines()))
+        p = clitest.subprocess.run([clitest.EXE, "encode", "g.npy", "-o", "g.gcz", "--pipeline", "fp16", "--quiet",
+                                    "--force", *options], cwd=path("ex"), timeout=60)
+        assert p.returncode == 0
+        got = open(path("ex", "g.gcz"), "rb").read()
+        assert got == expected, f"format {version}: {len(got)} vs {len(expected)} bytes"
+        # And the docs' bytes decode, as they are, to the tensor they were made from.
+        open(path("ex", "doc.gcz"), "wb").write(expected)
+        run("decode", path("ex", "doc.gcz"), "-o", path("ex", "doc.npy"), "--force")
+        back = np.load(path("ex", "doc.npy"))
+        assert back.dtype == np.float32 and back.tolist() == [0.5, -1, 2, 0], (version, back)
 
 
 clitest.run_all(globals())
