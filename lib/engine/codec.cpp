@@ -321,29 +321,45 @@ bool PipelineStages::undoes_chunks(const std::string& stream) const {
 
 Streams PipelineStages::read_streams(const ContainerReader& reader, const RecordMeta& m) const {
   Streams out;
+  std::vector<bool> chunked(m.streams.size());
+  bool any_chunked = false;
   for (size_t k = 0; k < m.streams.size(); ++k) {
     Stream& s = out.add(m.streams[k].name, m.streams[k].width);
-    if (undoes_chunks(s.name)) {
-      // Read in chunks as the decoder asks for them; the checksum is checked before the last
-      // chunk is handed out. A decoder's error on bytes that fail their checksum is reported
-      // as the checksum mismatch (as when the whole stream is checked first).
-      ContainerReader::StreamChunks stored = reader.stream_chunks(m, k);
-      Lossless::Chunks chunks;
-      chunks.size = stored.size();
-      chunks.next = [&stored] { return stored.next(); };
-      const std::vector<const Lossless*> chain = lossless_for(s.name);
-      const uint64_t bound = stream_bound(m.info.elements());
-      try {
-        const Lossless::Pieces pieces = chain.back()->decode_pieces(chunks, bound);
-        s.bytes = chain.size() == 2 ? chain[0]->decode_from(pieces, bound) : Lossless::collect(pieces);
-      } catch (const Error&) {
-        stored.finish();
-        throw;
-      }
+    chunked[k] = undoes_chunks(s.name);
+    any_chunked = any_chunked || chunked[k];
+  }
+  // A 1.1 record has one check for all its streams: it is made once, up front, or, when a stream
+  // is read in chunks, by that stream's reader before its last chunk (the streams read in chunks
+  // go first, so the others are used only once it has passed).
+  std::vector<std::span<const uint8_t>> whole;
+  if (m.whole_check && !any_chunked) whole = reader.record_streams(m);
+  for (size_t k = 0; k < m.streams.size(); ++k) {
+    if (!chunked[k]) continue;
+    Stream& s = out.all()[k];
+    // Read in chunks as the decoder asks for them; the checksum is checked before the last
+    // chunk is handed out. A decoder's error on bytes that fail their checksum is reported
+    // as the checksum mismatch (as when the whole stream is checked first).
+    ContainerReader::StreamChunks stored = reader.stream_chunks(m, k);
+    Lossless::Chunks chunks;
+    chunks.size = stored.size();
+    chunks.next = [&stored] { return stored.next(); };
+    const std::vector<const Lossless*> chain = lossless_for(s.name);
+    const uint64_t bound = stream_bound(m.info.elements());
+    try {
+      const Lossless::Pieces pieces = chain.back()->decode_pieces(chunks, bound);
+      s.bytes = chain.size() == 2 ? chain[0]->decode_from(pieces, bound) : Lossless::collect(pieces);
+    } catch (const Error&) {
       stored.finish();
-      continue;
+      throw;
     }
-    const std::span<const uint8_t> stored = reader.stream_bytes(m, k);
+    stored.finish();
+  }
+  for (size_t k = 0; k < m.streams.size(); ++k) {
+    if (chunked[k]) continue;
+    Stream& s = out.all()[k];
+    const std::span<const uint8_t> stored = !m.whole_check ? reader.stream_bytes(m, k)
+                                            : any_chunked  ? reader.stream_bytes_unchecked(m, k)
+                                                           : whole[k];
     if (!undo_lossless(s, stored, m.info.elements())) {  // lent: the decoders read the container's bytes
       s.is_lent = true;
       s.lent = stored;

@@ -573,12 +573,24 @@ Buffer ContainerReader::raw_view(const RecordMeta& m) const {
   return file_->slice(m.streams[0].offset, m.streams[0].size);
 }
 
+std::vector<std::span<const uint8_t>> ContainerReader::record_streams(const RecordMeta& m) const {
+  std::vector<std::span<const uint8_t>> out;
+  if (m.whole_check) check_record(m);
+  for (size_t k = 0; k < m.streams.size(); ++k)
+    out.push_back(m.whole_check ? stream_bytes_unchecked(m, k) : stream_bytes(m, k));
+  return out;
+}
+
+std::span<const uint8_t> ContainerReader::stream_bytes_unchecked(const RecordMeta& m, size_t k) const {
+  if (k >= m.streams.size()) fail(ErrorCode::Internal, "stream index out of range");
+  return {file_->data() + m.streams[k].offset, m.streams[k].size};
+}
+
 Streams ContainerReader::streams(const RecordMeta& m) const {
   Streams out;
-  for (size_t k = 0; k < m.streams.size(); ++k) {
-    const std::span<const uint8_t> b = stream_bytes(m, k);
-    out.add(m.streams[k].name, m.streams[k].width).bytes.assign(b.begin(), b.end());
-  }
+  const std::vector<std::span<const uint8_t>> b = record_streams(m);
+  for (size_t k = 0; k < m.streams.size(); ++k)
+    out.add(m.streams[k].name, m.streams[k].width).bytes.assign(b[k].begin(), b[k].end());
   return out;
 }
 

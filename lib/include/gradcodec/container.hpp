@@ -179,11 +179,18 @@ class ContainerReader {
   // Stream k of the record, checked against its checksum, as the container's bytes in place
   // (valid while this reader lives).
   std::span<const uint8_t> stream_bytes(const RecordMeta& meta, size_t k) const;
+  // Every stream of the record, checked (1.0: each against its checksum; 1.1: the record's check,
+  // made once), as the container's bytes in place (valid while this reader lives).
+  std::vector<std::span<const uint8_t>> record_streams(const RecordMeta& meta) const;
+  // Stream k as the container's bytes, NOT checked: for a caller whose bytes are checked before
+  // it uses them another way (a 1.1 record's stream_chunks() checks every stream of the record).
+  std::span<const uint8_t> stream_bytes_unchecked(const RecordMeta& meta, size_t k) const;
   // Stream k of the record handed out front to back in chunks, for a decoder that reads its
   // input as it goes (zstd): a container file's bytes are read into one buffer of `chunk` bytes
   // that every chunk reuses, so the file's pages are never mapped; bytes in memory are handed
   // out in place. The checksum is computed as the chunks pass and checked before the last one
-  // is handed out (Corrupt on a mismatch, as stream_bytes()). After a decoder's error, finish()
+  // is handed out (Corrupt on a mismatch, as stream_bytes(); for a 1.1 record, the record's check:
+  // the other streams are hashed when the chunks are made). After a decoder's error, finish()
   // reads the rest and reports a checksum mismatch in its place. Valid while this reader lives.
   class StreamChunks {
    public:
