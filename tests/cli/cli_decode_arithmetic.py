@@ -18,6 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clitest
+import gcz
 from clitest import path, run
 
 import numpy as np
@@ -27,53 +28,12 @@ SNAPSHOT = os.path.join(ROOT, "test_data", "snapshots", "step_000.npz")
 
 
 def records(blob, frame=0):
-    """{name: (shape, {stream: bytes})} of the pipeline records of one frame, from the footer and
-    each TREC's metadata (docs/format.md, "Tensor record", "Footer")."""
-    footer = struct.unpack_from("<Q", blob, len(blob) - 24)[0]
-    pos = footer + 12
-    (frames,) = struct.unpack_from("<I", blob, pos)
-    assert frame < frames
-    pos += 4
-    for _ in range(frame):
-        (n,) = struct.unpack_from("<I", blob, pos + 8)
-        pos += 12 + 16 * n
-    _, count = struct.unpack_from("<QI", blob, pos)
-    pos += 12
-    out = {}
-    for _ in range(count):
-        off, _size = struct.unpack_from("<QQ", blob, pos)
-        pos += 16
-        (m,) = struct.unpack_from("<I", blob, off + 4)
-        meta, p = blob[off + 8:off + 8 + m], 0
-        (n,) = struct.unpack_from("<H", meta, p)
-        name = meta[p + 2:p + 2 + n].decode()
-        p += 2 + n
-        dtype = meta[p]
-        p += 2
-        if dtype == 0:
-            (n,) = struct.unpack_from("<H", meta, p)
-            p += 2 + n
-        ndim = meta[p]
-        shape = struct.unpack_from("<" + "Q" * ndim, meta, p + 1)
-        p += 1 + 8 * ndim
-        storage = meta[p]
-        p += 1
-        while meta[p] & 0x80:  # the variant, a varint
-            p += 1
-        p += 1
-        streams, data = {}, off + 8 + m + 8
-        for _ in range(meta[p:p + 1][0]):
-            p += 1
-            n = meta[p]
-            sname = meta[p + 1:p + 1 + n].decode()
-            p += 1 + n + 1  # name, element width
-            (size,) = struct.unpack_from("<Q", meta, p)
-            p += 15  # size and checksum, minus the byte the loop steps over
-            streams[sname] = blob[data:data + size]
-            data += size
-        if storage == 0:
-            out[name] = (shape, streams)
-    return out
+    """{name: (shape, {stream: bytes})} of the pipeline records of one frame, read (and every
+    checksum checked) by the test-side reader of docs/format.md, gcz.py."""
+    c = gcz.Container(blob)
+    assert frame < len(c.frames)
+    return {r.name: (tuple(r.shape), {n: b for n, _, b in r.streams})
+            for r in c.records(frame) if r.storage == 0}
 
 
 def encode_decode(preset, pipeline=None, source=SNAPSHOT):
