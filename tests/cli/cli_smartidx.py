@@ -5,9 +5,7 @@ with the promoted kernel sent whole; a corrupt package stream, with the containe
 resealed so that the stage's own decoder sees it, makes `decode` exit 3 with one error line naming
 smartidx and what is wrong, and no output file; every truncation and a bit flip in every byte of
 the container exit 3 as well; a NaN makes `encode` refuse the tensor with exit 2."""
-import ctypes
 import os
-import struct
 import subprocess
 import sys
 
@@ -15,16 +13,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clitest
+import gcz
 from clitest import EXE, path, run
-
-_xxh = ctypes.CDLL("libxxhash.so.0")  # Debian's libxxhash0, which gradcodec links too
-_xxh.XXH3_64bits.restype = ctypes.c_uint64
-_xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-
-
-def xxh3(b):
-    return _xxh.XXH3_64bits(bytes(b), len(b))
-
 
 # [4, 1, 3, 3]: kernels 0 and 2 large with one sign pattern, element 13 large, the rest small.
 SGN = np.array([1, -1, 1, -1, -1, 1, 1, 1, -1], np.float32)
@@ -51,27 +41,15 @@ def test_round_trip():
     assert got.tobytes() == want.tobytes(), got
 
 
-def index_stream_at():
-    """Offsets of the record, its metadata end, the `index` stream's checksum and bytes."""
-    trec = GOOD.index(b"TREC")
-    m = struct.unpack_from("<I", GOOD, trec + 4)[0]
-    meta_end = trec + 8 + m
-    entry = GOOD.index(b"\x05index", trec, meta_end)
-    size, _ = struct.unpack_from("<QQ", GOOD, entry + 7)
-    assert size == len(INDEX)
-    # Streams follow the record checksum in metadata order; `index` is written first.
-    start = meta_end + 8
-    assert GOOD[start:start + size] == INDEX, GOOD[start:start + size].hex()
-    return trec, meta_end, entry + 7 + 8, start
-
-
 def sealed(new_index):
-    trec, meta_end, sum_at, start = index_stream_at()
-    b = bytearray(GOOD)
-    b[start:start + len(INDEX)] = new_index
-    b[sum_at:sum_at + 8] = struct.pack("<Q", xxh3(new_index))
-    b[meta_end:meta_end + 8] = struct.pack("<Q", xxh3(b[trec:meta_end]))
-    return bytes(b)
+    """GOOD with its record's `index` stream replaced and the container re-sealed (the record's
+    stream sizes and check, the footer's checksum): read and rewritten by gcz.py."""
+    c = gcz.Container(GOOD)
+    assert gcz.seal(c) == GOOD  # the re-sealing alone changes nothing
+    (rec,) = c.records()
+    assert rec.stream("index") == INDEX, rec.stream("index").hex()
+    rec.set_stream("index", new_index)
+    return gcz.seal(c)
 
 
 def decode_must_fail(data, what, *needles):

@@ -31,6 +31,11 @@ class Record:
     def stream(self, name):
         return next(b for n, _, b in self.streams if n == name)
 
+    def set_stream(self, name, data):
+        """Replaces a stream's bytes (any length; seal() writes its size and check again)."""
+        i = next(k for k, (n, _, _) in enumerate(self.streams) if n == name)
+        self.streams[i] = (name, self.streams[i][1], bytes(data))
+
     def key(self):
         """What makes two records the same record, whichever container holds them."""
         return (self.name, self.dtype, self.big_endian, self.descr, tuple(self.shape), self.storage,
@@ -95,6 +100,7 @@ class Container:
         _check(blob[footer:footer + 12 + flen], struct.unpack_from("<Q", blob, footer + 12 + flen)[0], "footer")
         self.footer_size = 20 + flen
         payload = blob[footer + 12:footer + 12 + flen]
+        self.header_bytes = blob[16:16 + hlen]
         if self.minor == 0:
             self._footer_10(blob, Reader(payload))
         else:
@@ -157,7 +163,7 @@ class Container:
                 streams.append((sname, r.u8()))
             layouts.append((storage, variant, streams))
         paths = [i.get("path", "") for i in self.header.get("inputs", [])]
-        self.frames, pos = [], body
+        self.frames, self.frame_flags, pos = [], [], body
         for f in range(r.varint()):
             flags = r.u8()
             source = bytes(r.take(r.varint())).decode() if flags & 2 else paths[f]
@@ -186,6 +192,7 @@ class Container:
                                    storage=storage, variant=variant, streams=streams, offset=off, size=pos - off,
                                    entry=bytes(r.b[start:r.offset]), check=check))
             self.frames.append((flags & 1 == 1, source, recs))
+            self.frame_flags.append(flags)
         assert r.offset == len(r.b) and pos == end
         self.tensor_count, self.layout_count = len(tensors), len(layouts)
 
@@ -193,3 +200,94 @@ class Container:
         """Every record (of one frame when given), in order."""
         frames = self.frames if frame is None else [self.frames[frame]]
         return [rec for _, _, recs in frames for rec in recs]
+
+
+# ---- writing 1.1 again (tests that craft containers: change the model, then seal it)
+def varint(v):
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+def _section(tag, payload):
+    sec = tag + struct.pack("<Q", len(payload)) + payload
+    return sec + struct.pack("<Q", xxh3(sec))
+
+
+def record_check(streams):
+    """A 1.1 record's check: the low 32 bits of XXH3-64 over its streams' XXH3-64 values (u64 LE)."""
+    return xxh3(struct.pack("<%dQ" % len(streams), *(xxh3(b) for _, _, b in streams))) & 0xFFFFFFFF
+
+
+def seal(c, header_text=None, minor=1):
+    """Writes the container `c` (a Container of 1.1, possibly changed: its .header or header_text,
+    .variants, .frames and their Records' fields and streams) as format 1.1 with every checksum
+    computed again; tables and ids assigned in order of first use, as the writer does, so that an
+    unchanged Container gives its own bytes back. A Record with `check_override` keeps that check.
+    `minor` is written in the preamble and trailer as it is given."""
+    h = header_text
+    if h is None:
+        same = getattr(c, "header_bytes", None) is not None and json.loads(c.header_bytes) == c.header
+        h = bytes(c.header_bytes) if same else json.dumps(c.header, separators=(",", ":")).encode()
+    try:
+        paths = [i.get("path", "") for i in json.loads(h).get("inputs", [])]
+    except Exception:  # a hostile header: the reader refuses it before it needs the paths
+        paths = [i.get("path", "") for i in c.header.get("inputs", [])]
+    out = bytearray(MAGIC + struct.pack("<HHI", 1, minor, len(h)) + h)
+    out += struct.pack("<Q", xxh3(out))
+    tensors, tensor_ids, layouts, layout_ids, frames, last = bytearray(), {}, bytearray(), {}, bytearray(), ""
+    for f, (key, source, recs) in enumerate(c.frames):
+        # The frame's flags as read (a source written out stays written out), the keyframe bit as
+        # the model says, and the source written out when the header's inputs do not give it.
+        flags = (c.frame_flags[f] & ~1 if f < len(getattr(c, "frame_flags", [])) else 0) | int(key)
+        if f >= len(paths) or paths[f] != source:
+            flags |= 2
+        frames.append(flags)
+        if flags & 2:
+            frames += varint(len(source.encode())) + source.encode()
+        frames += varint(len(recs))
+        last_tensor = -1
+        for rec in recs:
+            ndim = len(rec.shape)
+            tail = bytes([rec.dtype | (8 if rec.big_endian else 0) | min(ndim, 15) << 4])
+            if ndim >= 15:
+                tail += bytes([ndim])
+            if rec.dtype == 0:
+                tail += varint(len(rec.descr.encode())) + rec.descr.encode()
+            tail += b"".join(varint(d) for d in rec.shape)
+            tkey = (rec.name, tail)
+            if tkey not in tensor_ids:
+                tensor_ids[tkey] = len(tensor_ids)
+                n = min(len(last), len(rec.name))
+                prefix = next((i for i in range(n) if last[i] != rec.name[i]), n)
+                suffix = rec.name[prefix:].encode()
+                tensors += varint(prefix) + varint(len(suffix)) + suffix + tail
+                last = rec.name
+            lay = bytes([rec.storage]) + varint(rec.variant) + bytes([len(rec.streams)])
+            for n_, w, _ in rec.streams:
+                lay += bytes([len(n_.encode())]) + n_.encode() + bytes([w])
+            if lay not in layout_ids:
+                layout_ids[lay] = len(layout_ids)
+                layouts += lay
+            t = tensor_ids[tkey]
+            delta = t - (last_tensor + 1)
+            frames += varint(layout_ids[lay] << 1 | (delta != 0))
+            if delta:
+                frames += varint((delta << 1) ^ (delta >> 63))
+            frames += b"".join(varint(len(b)) for _, _, b in rec.streams)
+            check = getattr(rec, "check_override", None)
+            frames += struct.pack("<I", record_check(rec.streams) if check is None else check)
+            last_tensor = t
+            out += b"".join(bytes(b) for _, _, b in rec.streams)
+    payload = varint(len(tensor_ids)) + tensors
+    variants = [v if isinstance(v, bytes) else v.encode() for v in c.variants]
+    payload += varint(len(variants)) + b"".join(varint(len(v)) + v for v in variants)
+    payload += varint(len(layout_ids)) + layouts + varint(len(c.frames)) + frames
+    footer = len(out)
+    out += _section(b"FOOT", bytes(payload))
+    t = struct.pack("<QHH", footer, 1, minor)
+    out += t + struct.pack("<I", xxh3(t) & 0xFFFFFFFF) + END_MAGIC
+    return bytes(out)
