@@ -4,7 +4,6 @@
 levels deep (container header, pipeline variant, safetensors header), header values of the wrong
 type or out of range, and stage streams a stage decoder refuses. Each must end in one error line
 with the documented exit code and no output file (docs/robustness.md)."""
-import ctypes
 import json
 import os
 import struct
@@ -16,127 +15,36 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clitest
+import gcz
 from clitest import fails, path, run
 
-_xxh = ctypes.CDLL("libxxhash.so.0")  # Debian's libxxhash0, which gradcodec links too
-_xxh.XXH3_64bits.restype = ctypes.c_uint64
-_xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-
-MAGIC = b"\x89GCZ\r\n\x1a\n"
-END_MAGIC = b"\x89GCZEND\n"
 DEEP = 100_000  # levels of nesting in the hostile JSON
 
 
-def xxh3(b):
-    return _xxh.XXH3_64bits(bytes(b), len(b))
-
-
 # ---------------------------------------------------------------- a .gcz taken apart and rebuilt
-# (layout: docs/format.md). Offsets of frames and records are kept relative to the body, so a
-# header of another length moves them; every checksum is recomputed.
+# gcz.py reads a container (format 1.1, docs/format.md) into a model; gcz.seal() writes the model
+# again, changed, with every checksum recomputed (the record checks, footer, header, trailer).
 
-class Gcz:
-    def __init__(self, data):
-        hlen = struct.unpack_from("<I", data, 12)[0]
-        self.header = json.loads(data[16:16 + hlen], object_pairs_hook=dict)
-        body_start = 16 + hlen + 8
-        footer = struct.unpack_from("<Q", data, len(data) - 24)[0]
-        self.body = bytearray(data[body_start:footer])
-        flen = struct.unpack_from("<Q", data, footer + 4)[0]
-        p, pos = data[footer + 12:footer + 12 + flen], 0
+def rebuilt(c, header_text=None):
+    return gcz.seal(c, header_text)
 
-        def take(fmt):
-            nonlocal pos
-            v = struct.unpack_from(fmt, p, pos)
-            pos += struct.calcsize(fmt)
-            return v[0] if len(v) == 1 else v
-        self.frames = []
-        for _ in range(take("<I")):
-            off, n = take("<Q"), take("<I")
-            self.frames.append((off - body_start, [(o - body_start, s) for o, s in (take("<QQ") for _ in range(n))]))
-        self.variants = []
-        for _ in range(take("<I")):
-            n = take("<I")
-            self.variants.append(p[pos:pos + n])
-            pos += n
 
-    def bytes(self, header_text=None):
-        """The container again; header_text (bytes) replaces the header's JSON as it is."""
-        h = header_text if header_text is not None else json.dumps(self.header, separators=(",", ":")).encode()
-        out = bytearray(MAGIC + struct.pack("<HHI", 1, 0, len(h)) + h)
-        out += struct.pack("<Q", xxh3(out))
-        base = len(out)
-        out += self.body
-        footer = len(out)
-        p = bytearray(struct.pack("<I", len(self.frames)))
-        for off, recs in self.frames:
-            p += struct.pack("<QI", off + base, len(recs))
-            for o, s in recs:
-                p += struct.pack("<QQ", o + base, s)
-        p += struct.pack("<I", len(self.variants))
-        for v in self.variants:
-            p += struct.pack("<I", len(v)) + v
-        sec = b"FOOT" + struct.pack("<Q", len(p)) + p
-        out += sec + struct.pack("<Q", xxh3(sec))
-        t = struct.pack("<QHH", footer, 1, 0)
-        out += t + struct.pack("<I", xxh3(t) & 0xFFFFFFFF) + END_MAGIC
-        return bytes(out)
-
-    def record_streams(self, frame, i):
-        """[(name, offset of its checksum in the body, offset of its bytes in the body, size)]."""
-        off = self.frames[frame][1][i][0]
-        b = self.body
-        assert b[off:off + 4] == b"TREC"
-        mlen = struct.unpack_from("<I", b, off + 4)[0]
-        pos = off + 8
-        name_len = struct.unpack_from("<H", b, pos)[0]
-        pos += 2 + name_len
-        dtype = b[pos]
-        pos += 2
-        if dtype == 0:
-            pos += 2 + struct.unpack_from("<H", b, pos)[0]
-        ndim = b[pos]
-        pos += 1 + 8 * ndim + 1  # shape, storage
-        while b[pos] & 0x80:  # variant (varint)
-            pos += 1
-        pos += 1
-        count = b[pos]
-        pos += 1
-        data = off + 16 + mlen
-        out = []
-        for _ in range(count):
-            nl = b[pos]
-            name = bytes(b[pos + 1:pos + 1 + nl]).decode()
-            pos += 1 + nl + 1
-            size = struct.unpack_from("<Q", b, pos)[0]
-            out.append((name, pos + 8, data, size))
-            pos += 16
-            data += size
-        return out
-
-    def set_stream(self, frame, i, stream, new):
-        """Replaces a stream's bytes (same length) and re-seals its checksum and the metadata's."""
-        off = self.frames[frame][1][i][0]
-        for name, sum_at, data, size in self.record_streams(frame, i):
-            if name == stream:
-                assert len(new) == size
-                self.body[data:data + size] = new
-                struct.pack_into("<Q", self.body, sum_at, xxh3(new))
-                mlen = struct.unpack_from("<I", self.body, off + 4)[0]
-                struct.pack_into("<Q", self.body, off + 8 + mlen, xxh3(self.body[off:off + 8 + mlen]))
-                return
-        raise KeyError(stream)
-
-    def stream(self, frame, i, stream):
-        for name, _, data, size in self.record_streams(frame, i):
-            if name == stream:
-                return bytes(self.body[data:data + size])
-        raise KeyError(stream)
+def read(name):
+    data = open(path(name), "rb").read()
+    c = gcz.Container(data)
+    assert c.minor == 1 and gcz.seal(c) == data  # 1.1 by default; re-sealing alone changes nothing
+    return c
 
 
 np.savez(path("g.npz"), w=np.linspace(-1, 1, 40, dtype=np.float32), b=np.ones(3, np.float32))
 run("encode", path("g.npz"), "-o", path("g.gcz"), "--pipeline", "fp16", "--quiet")
-GOOD = Gcz(open(path("g.gcz"), "rb").read())
+GOOD = read("g.gcz")
+# The same in format 1.0, for what 1.0 holds and 1.1 does not (its header's pipeline JSON and
+# pipeline_text, its footer's JSON variants).
+run("encode", path("g.npz"), "-o", path("g10.gcz"), "--pipeline", "fp16", "--format-version", "1.0", "--quiet")
+GOOD10 = open(path("g10.gcz"), "rb").read()
+GOOD10_HEADER = gcz.Container(GOOD10).header
+assert gcz.Container(GOOD10).minor == 0
 
 
 def write(name, data):
@@ -162,13 +70,15 @@ def deep_array(levels):
     return b"[" * levels + b"]" * levels
 
 
-def header_with(key, raw_value):
-    """The good header's JSON text with `key`'s value replaced by raw_value (bytes, as written)."""
+def header_with(key, raw_value, header=None):
+    """The good header's JSON text (1.1, or the header given) with `key`'s value replaced by
+    raw_value (bytes, as written)."""
+    header = GOOD.header if header is None else header
     parts = []
-    for k, v in GOOD.header.items():
+    for k, v in header.items():
         val = raw_value if k == key else json.dumps(v, separators=(",", ":")).encode()
         parts.append(json.dumps(k).encode() + b":" + val)
-    if key not in GOOD.header:
+    if key not in header:
         parts.append(json.dumps(key).encode() + b":" + raw_value)
     return b"{" + b",".join(parts) + b"}"
 
@@ -177,39 +87,94 @@ def header_with(key, raw_value):
 
 def test_rebuilt_container_is_still_good():
     # The crafting above changes nothing by itself: the rebuilt container decodes.
-    f = write("same.gcz", GOOD.bytes(header_with("tool", json.dumps(GOOD.header["tool"]).encode())))
+    f = write("same.gcz", rebuilt(GOOD, header_with("tool", json.dumps(GOOD.header["tool"]).encode())))
     run("decode", f, "-o", path("same.npz"), "--quiet")
     assert np.array_equal(np.load(path("same.npz"))["b"], np.ones(3, np.float32))
+    assert v10(GOOD10) == GOOD10
+    f = write("same10.gcz", v10(GOOD10, header_with("tool", json.dumps(GOOD10_HEADER["tool"]).encode(), GOOD10_HEADER)))
+    run("decode", f, "-o", path("same10.npz"), "--quiet")
+    assert np.array_equal(np.load(path("same10.npz"))["b"], np.ones(3, np.float32))
+    # A longer 1.0 header moves the body: the footer's offsets follow it.
+    f = write("longer10.gcz", v10(GOOD10, header_with("future_field", b'"' + b"x" * 1000 + b'"', GOOD10_HEADER)))
+    run("decode", f, "-o", path("longer10.npz"), "--quiet")
+    assert np.array_equal(np.load(path("longer10.npz"))["w"], np.linspace(-1, 1, 40, dtype=np.float32).astype(np.float16).astype(np.float32))
 
 
 def test_deep_pipeline_in_header():
-    refused(GOOD.bytes(header_with("pipeline", deep_array(DEEP))), 3,
+    refused(rebuilt(GOOD, header_with("pipeline", deep_array(DEEP))), 3,
             ("corrupt container: header at offset 16", "nested more than"))
 
 
 def test_deep_inputs_in_header():
-    refused(GOOD.bytes(header_with("inputs", deep_array(DEEP))), 3,
+    refused(rebuilt(GOOD, header_with("inputs", deep_array(DEEP))), 3,
             ("corrupt container: header at offset 16", "nested more than"))
 
 
 def test_deep_objects_in_an_unknown_header_field():
     deep = b'{"a":' * DEEP + b"1" + b"}" * DEEP
-    refused(GOOD.bytes(header_with("future_field", deep)), 3, "nested more than")
+    refused(rebuilt(GOOD, header_with("future_field", deep)), 3, "nested more than")
 
 
 def test_moderately_nested_unknown_field_is_ignored():
     # Readers ignore unknown fields (docs/format.md): nesting well under the cap stays readable.
-    f = write("nested.gcz", GOOD.bytes(header_with("future_field", deep_array(40))))
+    f = write("nested.gcz", rebuilt(GOOD, header_with("future_field", deep_array(40))))
     run("decode", f, "-o", path("nested.npz"), "--quiet")
     assert np.array_equal(np.load(path("nested.npz"))["b"], np.ones(3, np.float32))
     out, _ = run("inspect", f, "--json")
     assert json.loads(out)["pipeline"] == "fp16"
 
 
+def v10(data, header_text=None, variants=None):
+    """A 1.0 container (docs/format.md, "Format 1.0") with its header's JSON text and/or its
+    footer's variants (JSON texts, bytes) replaced: the body kept as it is, the footer's offsets
+    moved by the header's change of length, every checksum of the header, footer and trailer
+    computed again. Unchanged, it gives the container back."""
+    (hlen,) = struct.unpack_from("<I", data, 12)
+    h = data[16:16 + hlen] if header_text is None else header_text
+    head = data[:12] + struct.pack("<I", len(h)) + h
+    head += struct.pack("<Q", gcz.xxh3(head))
+    shift = len(head) - (16 + hlen + 8)
+    (footer,) = struct.unpack_from("<Q", data, len(data) - 24)
+    (flen,) = struct.unpack_from("<Q", data, footer + 4)
+    p, pos = data[footer + 12:footer + 12 + flen], 4
+    (frames,) = struct.unpack_from("<I", p, 0)
+    index = bytearray(struct.pack("<I", frames))
+    for _ in range(frames):
+        off, n = struct.unpack_from("<QI", p, pos)
+        index += struct.pack("<QI", off + shift, n)
+        for k in range(n):
+            o, size = struct.unpack_from("<QQ", p, pos + 12 + 16 * k)
+            index += struct.pack("<QQ", o + shift, size)
+        pos += 12 + 16 * n
+    if variants is None:
+        index += p[pos:]
+    else:
+        index += struct.pack("<I", len(variants)) + b"".join(struct.pack("<I", len(v)) + v for v in variants)
+    sec = b"FOOT" + struct.pack("<Q", len(index)) + index
+    out = head + data[16 + hlen + 8:footer] + sec + struct.pack("<Q", gcz.xxh3(sec))
+    t = struct.pack("<QHH", footer + shift, 1, 0)
+    return out + t + struct.pack("<I", gcz.xxh3(t) & 0xFFFFFFFF) + data[-8:]
+
+
 def test_deep_pipeline_variant_in_footer():
-    g = Gcz(GOOD.bytes())
-    g.variants = [deep_array(DEEP)]
-    refused(g.bytes(), 3, ("footer at offset", "variant 1", "nested more than"))
+    # Format 1.0 keeps a pipeline variant as JSON in the footer: that JSON nested 100,000 levels
+    # deep. Specific to 1.0 (1.1's variants are pipeline text), so written with --format-version 1.0.
+    assert v10(GOOD10, variants=[]) == GOOD10  # (no variant: one pipeline)
+    refused(v10(GOOD10, variants=[deep_array(DEEP)]), 3, ("footer at offset", "variant 1", "nested more than"))
+
+
+def test_hostile_pipeline_variant_text_in_footer():
+    # 1.1: a footer variant is pipeline text, read by the pipeline parser: text nested deep, text
+    # that is no pipeline and a stage without a version in the header are each refused as a
+    # corrupt footer naming the variant.
+    for text, why in (("(" * DEEP + "fp16" + ")" * DEEP, "expected a stage name at offset 0"),
+                      ("fp16(" * DEEP, "fp16 takes no parameters"),
+                      ("nosuchstage", "unknown stage 'nosuchstage'"),
+                      ("topk(k=2) | raw | varint", '"versions" gives no version of stage "topk"')):
+        g = read("g.gcz")
+        g.variants = [text]
+        line = refused(rebuilt(g), 3, ("footer at offset", "variant 1: ", why))
+        assert len(line) < 600, line  # the text is not quoted whole
 
 
 def test_deep_safetensors_header():
@@ -238,13 +203,12 @@ def damaged_index(pipeline, gap_byte):
     raised to 0x7f (a gap beyond the tensor), its checksums re-sealed; with the record's offset."""
     np.savez(path("s.npz"), a=np.linspace(-2, 2, 40, dtype=np.float32), w=np.linspace(-1, 1, 40, dtype=np.float32))
     run("encode", path("s.npz"), "-o", path("s.gcz"), "--pipeline", pipeline, "--quiet", "--force")
-    g = Gcz(open(path("s.gcz"), "rb").read())
-    data = open(path("s.gcz"), "rb").read()
-    body_start = 16 + struct.unpack_from("<I", data, 12)[0] + 8
-    idx = bytearray(g.stream(0, 1, "index"))
+    g = read("s.gcz")
+    rec = g.records(0)[1]
+    idx = bytearray(rec.stream("index"))
     idx[gap_byte] = 0x7F
-    g.set_stream(0, 1, "index", bytes(idx))
-    return g.bytes(), body_start + g.frames[0][1][1][0]
+    rec.set_stream("index", bytes(idx))
+    return rebuilt(g), rec.offset
 
 
 def test_stage_decoder_error_names_file_frame_tensor_and_offset():
@@ -262,12 +226,13 @@ def test_stage_decoder_error_in_a_later_frame_and_in_merge():
     for name in ("seq", "other"):
         run("encode", path("f0.npz"), path("f1.npz"), "-o", path(name + ".gcz"), "--pipeline",
             "topk(k=2) | raw | varint", "--quiet", "--force")
-    g = Gcz(open(path("seq.gcz"), "rb").read())
-    idx = bytearray(g.stream(1, 0, "index"))
+    g = read("seq.gcz")
+    rec = g.records(1)[0]
+    idx = bytearray(rec.stream("index"))
     idx[2] = 0x7F
-    g.set_stream(1, 0, "index", bytes(idx))
-    f = write("seq.gcz", g.bytes())
-    refused(g.bytes(), 3, ("record 0 of frame 1 (tensor w) at offset", "varint: gap 127"))
+    rec.set_stream("index", bytes(idx))
+    f = write("seq.gcz", rebuilt(g))
+    refused(rebuilt(g), 3, ("record 0 of frame 1 (tensor w) at offset", "varint: gap 127"))
     fails("merge", f, path("other.gcz"), "-o", path("never.gcz"), "--method", "mean", code=3,
           contains=(f"{f}: corrupt container: record 0 of frame 1 (tensor w) at offset", "varint: gap 127"))
     assert not os.path.exists(path("never.gcz"))
@@ -288,7 +253,6 @@ BAD_VALUES = [  # (field, value as written, what the error says)
     ("seed", b"true", '"seed" must be an integer from 0 to 18446744073709551615, not a boolean'),
     ("seed", b"[0]", '"seed" must be an integer from 0 to 18446744073709551615, not an array'),
     ("tool", b"7", '"tool" must be a string, not 7'),
-    ("pipeline_text", b"{}", '"pipeline_text" must be a string, not an object'),
     ("format", b'"zip"', '"format" must be "gcz"'),
     ("format", b"1", '"format" must be "gcz"'),
     ("inputs", b'{"path":"g.npz"}', '"inputs" must be an array of objects, not an object'),
@@ -299,33 +263,59 @@ BAD_VALUES = [  # (field, value as written, what the error says)
      '"inputs": input 0: "metadata" must be an object of strings, not an array'),
     ("inputs", b'[{"path":"g.npz","format":"npz","metadata":{"a":"b","c":2}}]',
      '"inputs": input 0: "metadata" must be an object of strings: "c" is 2'),
-    ("pipeline", b'{"stage":"fp16"}', "pipeline JSON: expected a non-empty array of stages"),
     ("target", b'"bits=1"', '"target" must be an object, not a string'),
     ("target", b"[1]", '"target" must be an object, not an array'),
 ]
 
 
+BAD_VALUES_11 = [  # 1.1: "pipeline" is the pipeline's text, "versions" every stage's version
+    ("pipeline", b'{"stage":"fp16"}', '"pipeline" must be a string, not an object'),
+    ("pipeline", b'[{"stage":"fp16","version":1,"params":{}}]', '"pipeline" must be a string, not an array'),
+    ("pipeline", b'"fp16 | nosuchstage"', "\"pipeline\": unknown stage 'nosuchstage'"),
+    ("versions", b"[1]", '"versions" must be an object, not an array'),
+    ("versions", b'{"fp16":"1"}', '"versions" gives no version of stage "fp16"'),
+    ("versions", b'{"fp16":-1}', '"versions" gives no version of stage "fp16"'),
+    ("versions", b'{"topk":1}', '"versions" gives no version of stage "fp16"'),
+    ("versions", b'{"fp16":99}', "pipeline JSON: unknown version 99 of stage 'fp16' (this gradcodec decodes version 1)"),
+]
+BAD_VALUES_10 = [  # 1.0: "pipeline" is the pipeline's JSON, "pipeline_text" its text
+    ("pipeline_text", b"{}", '"pipeline_text" must be a string, not an object'),
+    ("pipeline", b'{"stage":"fp16"}', "pipeline JSON: expected a non-empty array of stages"),
+]
+
+
 def test_ill_typed_or_out_of_range_header_values_are_refused():
-    for field, value, why in BAD_VALUES:
-        f = write("hostile.gcz", GOOD.bytes(header_with(field, value)))
-        line = refused(GOOD.bytes(header_with(field, value)), 3)
+    for field, value, why in BAD_VALUES + BAD_VALUES_11:
+        f = write("hostile.gcz", rebuilt(GOOD, header_with(field, value)))
+        line = refused(rebuilt(GOOD, header_with(field, value)), 3)
+        want = f"gradcodec: error: {f}: corrupt container: header at offset 16: "
+        assert line.startswith(want) and why in line and len(line) <= len(want) + 300, (field, value, line)
+        if field != "pipeline" or not value.startswith(b'"'):  # (the parser's message lists the stages)
+            assert line == want + why, (field, value, line)
+    # The same header values in format 1.0, and those only 1.0 has.
+    for field, value, why in BAD_VALUES + BAD_VALUES_10:
+        data = v10(GOOD10, header_with(field, value, GOOD10_HEADER))
+        f = write("hostile.gcz", data)
+        line = refused(data, 3)
         assert line == f"gradcodec: error: {f}: corrupt container: header at offset 16: {why}", (field, value, line)
 
 
 def test_missing_header_fields_are_refused():
-    for field in ("tool", "pipeline", "pipeline_text", "seed", "keyframe_interval", "inputs", "format"):
-        h = {k: v for k, v in GOOD.header.items() if k != field}
-        f = write("hostile.gcz", GOOD.bytes(json.dumps(h).encode()))
-        line = refused(GOOD.bytes(json.dumps(h).encode()), 3)
-        want = '"format" must be "gcz"' if field == "format" else f'missing field "{field}"'
-        assert line == f"gradcodec: error: {f}: corrupt container: header at offset 16: {want}", line
+    for good, fields, seal in ((GOOD.header, ("versions",), lambda h: rebuilt(GOOD, h)),
+                               (GOOD10_HEADER, ("pipeline_text",), lambda h: v10(GOOD10, h))):
+        for field in ("tool", "pipeline", "seed", "keyframe_interval", "inputs", "format") + fields:
+            h = {k: v for k, v in good.items() if k != field}
+            f = write("hostile.gcz", seal(json.dumps(h).encode()))
+            line = refused(seal(json.dumps(h).encode()), 3)
+            want = '"format" must be "gcz"' if field == "format" else f'missing field "{field}"'
+            assert line == f"gradcodec: error: {f}: corrupt container: header at offset 16: {want}", line
 
 
 def test_header_values_at_their_limits_are_read():
     h = dict(GOOD.header, seed=2**64 - 1, keyframe_interval=2**32 - 1)
     h["inputs"] = [dict(h["inputs"][0], metadata={"a": "b"})]
     h["target"] = {"target": "bits=1", "future": [1, 2]}  # optional; its keys are the writer's
-    f = write("limits.gcz", GOOD.bytes(json.dumps(h).encode()))
+    f = write("limits.gcz", rebuilt(GOOD, json.dumps(h).encode()))
     out, _ = run("inspect", f, "--json")
     info = json.loads(out)
     assert (info["seed"], info["keyframe_interval"]) == (2**64 - 1, 2**32 - 1), info
@@ -358,15 +348,16 @@ def test_altered_zfp_and_fpzip_streams_are_corrupt():
     for pipeline, stage in (("zfp(mode=accuracy, tolerance=1e-7)", "zfp"), ("zfp(mode=reversible)", "zfp"),
                             ("fpzip", "fpzip"), ("fpzip(precision=16)", "fpzip")):
         run("encode", path("z.npz"), "-o", path("z.gcz"), "--pipeline", pipeline, "--quiet", "--force")
-        g = Gcz(open(path("z.gcz"), "rb").read())
-        i = next(k for k in range(2) if len(g.stream(0, k, "value")) > 100)  # w
-        v = bytearray(g.stream(0, i, "value"))
+        g = read("z.gcz")
+        rec = next(r for r in g.records(0) if len(r.stream("value")) > 100)  # w
+        assert rec.name == "w"
+        v = bytearray(rec.stream("value"))
         if stage == "zfp":
             v[:] = b"\xff" * len(v)
         else:
             v[20] ^= 0x04
-        g.set_stream(0, i, "value", bytes(v))
-        refused(g.bytes(), 3, contains=(f"(tensor w)", f": {stage}: "))
+        rec.set_stream("value", bytes(v))
+        refused(rebuilt(g), 3, contains=(f"(tensor w)", f": {stage}: "))
 
 
 def test_a_stream_name_twice_in_a_record_is_corrupt():
@@ -374,16 +365,13 @@ def test_a_stream_name_twice_in_a_record_is_corrupt():
     # record. Renaming a record's `index` stream to `value` (same length, checksums resealed)
     # must be refused as a corrupt container, not reach the decoder as an internal error.
     run("encode", path("g.npz"), "-o", path("tk.gcz"), "--pipeline", "topk(ratio=0.5) | varint", "--quiet", "-f")
-    g = Gcz(open(path("tk.gcz"), "rb").read())
-    names = [n for n, *_ in g.record_streams(0, 0)]
+    g = read("tk.gcz")
+    rec = g.records(0)[0]
+    names = [n for n, *_ in rec.streams]
     assert sorted(names) == ["index", "value"], names
-    off = g.frames[0][1][0][0]
-    mlen = struct.unpack_from("<I", g.body, off + 4)[0]
-    meta = bytes(g.body[off:off + 8 + mlen])
-    at = meta.index(b"\x05index")
-    g.body[off + at + 1:off + at + 6] = b"value"
-    struct.pack_into("<Q", g.body, off + 8 + mlen, xxh3(g.body[off:off + 8 + mlen]))
-    refused(g.bytes(), 3, contains=["'value'", "twice"])
+    i = names.index("index")
+    rec.streams[i] = ("value",) + tuple(rec.streams[i][1:])
+    refused(rebuilt(g), 3, contains=["'value'", "twice"])
 
 
 def test_streams_are_read_by_name_in_any_order():
@@ -392,21 +380,17 @@ def test_streams_are_read_by_name_in_any_order():
     # checksums resealed) decodes to the same values.
     run("encode", path("g.npz"), "-o", path("so.gcz"), "--pipeline", "topk(ratio=0.5) | varint", "--quiet", "-f")
     run("decode", path("so.gcz"), "-o", path("so.npz"), "-f")
-    g = Gcz(open(path("so.gcz"), "rb").read())
-    off = g.frames[0][1][0][0]
-    (n1, sum1, data1, size1), (n2, sum2, data2, size2) = g.record_streams(0, 0)
+    g = read("so.gcz")
+    rec = g.records(0)[0]
+    (n1, _, b1), (n2, _, b2) = rec.streams
     assert sorted((n1, n2)) == ["index", "value"]
-    d1 = (sum1 - 10 - len(n1), sum1 + 8)  # name length, name, width, size, checksum
-    d2 = (sum2 - 10 - len(n2), sum2 + 8)
-    assert d1[1] == d2[0]
-    b = g.body
-    b[d1[0]:d2[1]] = b[d2[0]:d2[1]] + b[d1[0]:d1[1]]
-    b[data1:data2 + size2] = b[data2:data2 + size2] + b[data1:data1 + size1]
-    mlen = struct.unpack_from("<I", b, off + 4)[0]
-    struct.pack_into("<Q", b, off + 8 + mlen, xxh3(b[off:off + 8 + mlen]))
-    assert [n for n, *_ in g.record_streams(0, 0)] == [n2, n1]
+    rec.streams.reverse()  # the layout's stream list and the bytes in the body, both swapped
+    data = rebuilt(g)
+    swapped = gcz.Container(data).records(0)[0]
+    assert [n for n, *_ in swapped.streams] == [n2, n1] and swapped.stream(n1) == b1 and swapped.stream(n2) == b2
+    assert data[swapped.offset:swapped.offset + len(b2)] == b2  # the body holds the second stream first now
     with open(path("so2.gcz"), "wb") as f:
-        f.write(g.bytes())
+        f.write(data)
     run("decode", path("so2.gcz"), "-o", path("so2.npz"), "-f")
     with np.load(path("so.npz")) as want, np.load(path("so2.npz")) as got:
         assert sorted(want.files) == sorted(got.files)
@@ -420,12 +404,13 @@ def test_tcs_keyframe_k_g_is_a_mask_of_the_first_positions():
     # the mask, and the keyframe's coded positions (here 0 … 14, a tensor of zeros) fall in it.
     np.savez(path("tk0.npz"), w=np.zeros(100, np.float32))
     run("encode", path("tk0.npz"), "-o", path("tk0.gcz"), "--pipeline", "tcs(global=0.1, local=0.05)", "--quiet", "-f")
-    g = Gcz(open(path("tk0.gcz"), "rb").read())
-    index = g.stream(0, 0, "index")
+    g = read("tk0.gcz")
+    rec = g.records(0)[0]
+    index = rec.stream("index")
     assert index[0] == 0  # k_g = 0 as written
     run("decode", path("tk0.gcz"), "-o", path("tk0_out.npz"), "-f")
-    g.set_stream(0, 0, "index", b"\x03" + index[1:])
-    refused(g.bytes(), 3, contains=["tcs", "coded position 0 is already in the global mask"])
+    rec.set_stream("index", b"\x03" + index[1:])
+    refused(rebuilt(g), 3, contains=["tcs", "coded position 0 is already in the global mask"])
 
 
 def test_library_message_quoting_the_file_stays_one_line():
@@ -439,7 +424,7 @@ def test_library_message_quoting_the_file_stays_one_line():
     # ... and a container header's byte that is not UTF-8 (the header is not checked for UTF-8
     # before it is parsed; nlohmann::json stops there and quotes it), escaped.
     h = header_with("tool", b'"\xff\xfe\x1b[2J"')
-    one_clean_line(["inspect", write("hostile.gcz", GOOD.bytes(h))], 3,
+    one_clean_line(["inspect", write("hostile.gcz", rebuilt(GOOD, h))], 3,
                    ("header at offset 16: not valid JSON", "last read: '\"\\xff'"))
     assert not os.path.exists(path("never.gcz"))
 
