@@ -17,6 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clitest
+import gcz
 from clitest import EXE, path, run
 
 SRC = sys.argv[2]
@@ -170,19 +171,15 @@ def owners(c, frame, n):
     return [t["name"] for t in tensors], own
 
 
-def corrupt_record(c, name, out, occurrence=0):
-    """A copy of container `c` with one byte of tensor `name`'s first stream flipped (its record in
-    frame `occurrence`): its checksum fails when that record is decoded."""
+def corrupt_record(c, names, out, occurrence=0):
+    """A copy of container `c` with one byte of the first stream of each tensor of `names` flipped
+    (its record in frame `occurrence`): its checksum fails when that record is decoded."""
     data = bytearray(open(c, "rb").read())
-    key = name.encode()
-    at = -1
-    for _ in range(occurrence + 1):
-        at = data.find(b"TREC", at + 1)
-        while at >= 0 and data[at + 8:at + 10 + len(key)] != len(key).to_bytes(2, "little") + key:
-            at = data.find(b"TREC", at + 1)
-        assert at >= 0, name
-    meta = int.from_bytes(data[at + 4:at + 8], "little")
-    data[at + 8 + meta + 8] ^= 0x40
+    recs = gcz.Container(data).records(occurrence)
+    for name in names:
+        rec = next(r for r in recs if r.name == name)
+        assert rec.streams[0][2], name  # a stream with a byte to flip
+        data[rec.offset] ^= 0x40
     open(out, "wb").write(data)
 
 
@@ -229,8 +226,8 @@ def test_decode_dir_failures_leave_nothing():
     on1 = next(t for t in names if own2[t] == 1 and own3[t] == 1)
     later0 = next(t for t in names[names.index(on1) + 1:] if own2[t] == 0 and own3[t] == 0)
     bad = path("dirfail_bad.gcz")
-    corrupt_record(c, on1, path("dirfail_one.gcz"))
-    corrupt_record(path("dirfail_one.gcz"), later0, bad)
+    corrupt_record(c, [on1], path("dirfail_one.gcz"))
+    corrupt_record(c, [on1, later0], bad)
     cases = [
         ("damaged", [path("dirfail_one.gcz"), "--frame", "2", "-o", path("dirfail_out/")]),
         ("damaged twice", [bad, "--frame", "2", "-o", path("dirfail_out/")]),
