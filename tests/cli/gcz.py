@@ -23,7 +23,8 @@ END_MAGIC = b"\x89GCZEND\n"
 class Record:
     """One tensor record: name, dtype code, big_endian, descr, shape, storage, variant, streams
     [(name, width, bytes)], offset and size of its bytes in the body, and for 1.1 its footer
-    entry's bytes (`entry`) and check."""
+    entry's bytes (`entry`), check, and the ids of its tensor and layout in the footer's tables
+    (`tensor`, `layout`; 1.0: None)."""
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -80,7 +81,8 @@ def _check(data, expected, what):
 
 class Container:
     """A parsed container: .minor, .header (dict), .frames [(keyframe, source, [Record])],
-    .variants (1.0: JSON text; 1.1: canonical text), .header_size, .footer_size."""
+    .variants (1.0: JSON text; 1.1: canonical text), .header_size, .footer_size; 1.1 also
+    .tensor_bytes and .layout_bytes (the size of each entry of the footer's tensor and layout tables)."""
 
     def __init__(self, blob):
         blob = bytes(blob)
@@ -139,12 +141,13 @@ class Container:
         assert at == off + size
         return Record(name=name, dtype=dtype, big_endian=bool(flags & 1), descr=descr, shape=shape,
                       storage=storage, variant=variant, streams=streams, offset=off, size=size, entry=None,
-                      check=None)
+                      check=None, tensor=None, layout=None)
 
     # ---- 1.1: the body holds the streams alone; the footer everything else
     def _footer_11(self, blob, r, body, end):
-        tensors, last = [], ""
+        tensors, last, self.tensor_bytes, self.layout_bytes = [], "", [], []
         for _ in range(r.varint()):
+            at = r.offset
             prefix = r.varint()
             name = last[:prefix] + bytes(r.take(r.varint())).decode()
             last = name
@@ -153,15 +156,18 @@ class Container:
             descr = bytes(r.take(r.varint())).decode() if t & 7 == 0 else ""
             shape = [r.varint() for _ in range(ndim)]
             tensors.append((name, t & 7, bool(t & 8), descr, shape))
+            self.tensor_bytes.append(r.offset - at)
         self.variants = [bytes(r.take(r.varint())).decode() for _ in range(r.varint())]
         layouts = []
         for _ in range(r.varint()):
+            at = r.offset
             storage, variant = r.u8(), r.varint()
             streams = []
             for _ in range(r.u8()):
                 sname = bytes(r.take(r.u8())).decode()
                 streams.append((sname, r.u8()))
             layouts.append((storage, variant, streams))
+            self.layout_bytes.append(r.offset - at)
         paths = [i.get("path", "") for i in self.header.get("inputs", [])]
         self.frames, self.frame_flags, pos = [], [], body
         for f in range(r.varint()):
@@ -190,7 +196,8 @@ class Container:
                 name, dtype, big, descr, shape = tensors[tensor]
                 recs.append(Record(name=name, dtype=dtype, big_endian=big, descr=descr, shape=shape,
                                    storage=storage, variant=variant, streams=streams, offset=off, size=pos - off,
-                                   entry=bytes(r.b[start:r.offset]), check=check))
+                                   entry=bytes(r.b[start:r.offset]), check=check, tensor=tensor,
+                                   layout=head >> 1))
             self.frames.append((flags & 1 == 1, source, recs))
             self.frame_flags.append(flags)
         assert r.offset == len(r.b) and pos == end

@@ -5,8 +5,8 @@ The environment names the CLI (GRADCODEC_CLI) and the source tree (GRADCODEC_SOU
 module is imported from build/python (PYTHONPATH)."""
 
 import os
-import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,8 @@ import pytest
 CLI = os.environ.get("GRADCODEC_CLI", "")
 SOURCE = Path(os.environ.get("GRADCODEC_SOURCE", Path(__file__).resolve().parents[2]))
 SNAPSHOTS = SOURCE / "test_data" / "snapshots"
+sys.path.insert(0, str(SOURCE / "tests" / "cli"))
+import gcz  # noqa: E402  (the test-side reader of .gcz containers)
 
 
 def cli(*args, check=True):
@@ -33,25 +35,17 @@ def load_npz(path):
 
 
 def records(blob):
-    """Every tensor record's bytes (TREC section and streams), frame by frame, from the footer's
-    index (docs/format.md, "Footer" and "Trailer")."""
-    footer_offset = struct.unpack_from("<Q", blob, len(blob) - 24)[0]
-    assert blob[footer_offset:footer_offset + 4] == b"FOOT"
-    pos = footer_offset + 12  # tag, u64 payload length
-    (frames,) = struct.unpack_from("<I", blob, pos)
-    pos += 4
-    out = []
-    for _ in range(frames):
-        _, count = struct.unpack_from("<QI", blob, pos)
-        pos += 12
-        frame = []
-        for _ in range(count):
-            offset, size = struct.unpack_from("<QQ", blob, pos)
-            pos += 16
-            frame.append(bytes(blob[offset:offset + size]))
-        out.append(frame)
-    assert out and all(frame and all(r[:4] == b"TREC" for r in frame) for frame in out)
+    """Every tensor record, frame by frame, as what makes two records the same (gcz.py's
+    Record.key(): name, type, shape, storage, variant, streams) with its check, read by the
+    test-side reader of docs/format.md (every checksum checked); format 1.1 or 1.0."""
+    out = [[(r.key(), r.check) for r in recs] for _, _, recs in gcz.Container(blob).frames]
+    assert out and all(out)
     return out
+
+
+def container(blob):
+    """The container, read by gcz.py."""
+    return gcz.Container(blob)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gradcodec
-from conftest import CLI, cli, load_npz, records
+from conftest import CLI, cli, container, load_npz, records
 
 # Stateless and stateful, deterministic and stochastic, sparse, quantized and low-rank.
 PRESETS = ["lossless", "topk-1pct", "qsgd4", "terngrad", "onebit", "tcs", "powersgd-r2", "bird+"]
@@ -188,6 +188,25 @@ def test_bench_target(steps):
         gradcodec.bench(frames, pipelines=["topk"], sweeps=["topk.ratio=0.1"], target="bits=3")
 
 
+def record_bytes(blob, frame):
+    """What each record of `frame` adds to a 1.1 container (docs/format.md, "Format 1.1"): its
+    streams in the body, its entry in the footer, and the entries of the footer's tensor and layout
+    tables it is the first record of."""
+    c = container(blob)
+    assert c.minor == 1
+    seen_t, seen_l, out = set(), set(), []
+    for f, (_, _, recs) in enumerate(c.frames):
+        for r in recs:
+            n = r.size + len(r.entry)
+            n += c.tensor_bytes[r.tensor] if r.tensor not in seen_t else 0
+            n += c.layout_bytes[r.layout] if r.layout not in seen_l else 0
+            seen_t.add(r.tensor)
+            seen_l.add(r.layout)
+            if f == frame:
+                out.append(n)
+    return out
+
+
 def test_encoder_appends_frames_and_reports_sizes(steps):
     _, frames = steps
     with gradcodec.Encoder(preset="topk-1pct", seed=2) as enc:
@@ -195,7 +214,8 @@ def test_encoder_appends_frames_and_reports_sizes(steps):
     blob = enc.getvalue()
     assert blob == gradcodec.encode(frames, preset="topk-1pct", seed=2)
     assert [[s["name"] for s in frame] for frame in sizes] == [list(f) for f in frames]
-    assert [s["record_bytes"] for s in sizes[1]] == [len(r) for r in records(blob)[1]]
+    assert [s["record_bytes"] for s in sizes[1]] == record_bytes(blob, 1)
+    assert [s["record_bytes"] for s in sizes[0]] == record_bytes(blob, 0)
     assert enc.summary["frames"] == 2 and enc.summary["output_bytes"] == len(blob)
     assert enc.summary["ratio"] == pytest.approx(enc.summary["input_bytes"] / len(blob))
 
@@ -288,8 +308,9 @@ def test_errors_about_bytes_inputs_name_them_not_a_temporary_file(tmp_path, step
 def test_a_damaged_container_is_corrupt_and_a_snapshot_is_not_a_container(steps):
     paths, frames = steps
     blob = bytearray(gradcodec.encode(frames[0], preset="qsgd4", seed=1))
-    rec = records(bytes(blob))[0][5]
-    at = bytes(blob).find(rec) + len(rec) - 3  # inside the record's streams
+    rec = container(bytes(blob)).records(0)[5]
+    assert rec.size >= 3
+    at = rec.offset + rec.size - 3  # inside the record's streams
     blob[at] ^= 0x40
     with pytest.raises(gradcodec.CorruptError) as e:
         gradcodec.decode(bytes(blob))
@@ -313,28 +334,44 @@ def test_thread_count_does_not_change_the_bytes(steps):
 
 
 @pytest.mark.parametrize("preset", ["topk-1pct", "qsgd4", "powersgd-r2", "ef-signsgd", "tcs"])
-def test_compressor_gives_what_a_receiver_decodes(steps, preset):
+def test_compressor_gives_what_a_receiver_decodes(tmp_path, steps, preset):
     _, frames = steps
     comp = gradcodec.Compressor(preset, seed=5)
     assert comp.pipeline == gradcodec.canonical_pipeline(preset=preset)
+    # A Compressor's record is a 1.0 tensor record (TREC) on its own, by design: its size is
+    # that of the record in a 1.0 container of the same frames, which the CLI writes with
+    # --format-version 1.0 (gradcodec.encode writes 1.1 only); its decoded tensors are those of
+    # gradcodec.encode's 1.1 container.
+    def sizes_10(frame_list):
+        files = []
+        for f, frame in enumerate(frame_list):
+            files.append(tmp_path / f"f{f}.npz")
+            np.savez(files[-1], **frame)
+        out = tmp_path / "v10.gcz"
+        cli("encode", *files, "-o", out, "--preset", preset, "--seed", 5, "--format-version", "1.0", "--force")
+        c = container(out.read_bytes())
+        assert c.minor == 0 and records(out.read_bytes()) == \
+            [[(k, None) for k, _ in f] for f in records(gradcodec.encode(frame_list, preset=preset, seed=5))]
+        return [[r.size for r in recs] for _, _, recs in c.frames]
+
     if comp.solo_frames:  # a reducer planning whole frames: each call is a frame of its own
         name = "cnn.conv2.weight"
         blob = gradcodec.encode([{name: f[name]} for f in frames], preset=preset, seed=5)
-        sizes = [len(r[0]) for r in records(blob)]
+        sizes = [r[0] for r in sizes_10([{name: f[name]} for f in frames])]
         for f, frame in enumerate(frames):
             got = comp.roundtrip(name, frame[name])
             assert got.tobytes() == gradcodec.decode(blob, f)[name].tobytes()
             assert comp.last_bytes == sizes[f]
         return
     blob = gradcodec.encode(frames, preset=preset, seed=5)
-    sizes = records(blob)
+    sizes = sizes_10(frames)
     for f, frame in enumerate(frames):
         want = gradcodec.decode(blob, f)
         for i, (name, arr) in enumerate(frame.items()):
             got = comp.roundtrip(name, arr)
             assert got.dtype == arr.dtype and got.shape == arr.shape
             assert got.tobytes() == want[name].tobytes(), (f, name)
-            assert comp.last_bytes == len(sizes[f][i])
+            assert comp.last_bytes == sizes[f][i]
     assert comp.calls(next(iter(frames[0]))) == 2
 
 
