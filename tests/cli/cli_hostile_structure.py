@@ -97,7 +97,8 @@ def test_rebuilt_container_is_still_good():
     # A longer 1.0 header moves the body: the footer's offsets follow it.
     f = write("longer10.gcz", v10(GOOD10, header_with("future_field", b'"' + b"x" * 1000 + b'"', GOOD10_HEADER)))
     run("decode", f, "-o", path("longer10.npz"), "--quiet")
-    assert np.array_equal(np.load(path("longer10.npz"))["w"], np.linspace(-1, 1, 40, dtype=np.float32).astype(np.float16).astype(np.float32))
+    want = np.linspace(-1, 1, 40, dtype=np.float32).astype(np.float16).astype(np.float32)
+    assert np.array_equal(np.load(path("longer10.npz"))["w"], want)
 
 
 def test_deep_pipeline_in_header():
@@ -276,7 +277,8 @@ BAD_VALUES_11 = [  # 1.1: "pipeline" is the pipeline's text, "versions" every st
     ("versions", b'{"fp16":"1"}', '"versions" gives no version of stage "fp16"'),
     ("versions", b'{"fp16":-1}', '"versions" gives no version of stage "fp16"'),
     ("versions", b'{"topk":1}', '"versions" gives no version of stage "fp16"'),
-    ("versions", b'{"fp16":99}', "pipeline JSON: unknown version 99 of stage 'fp16' (this gradcodec decodes version 1)"),
+    ("versions", b'{"fp16":99}',
+     "pipeline JSON: unknown version 99 of stage 'fp16' (this gradcodec decodes version 1)"),
 ]
 BAD_VALUES_10 = [  # 1.0: "pipeline" is the pipeline's JSON, "pipeline_text" its text
     ("pipeline_text", b"{}", '"pipeline_text" must be a string, not an object'),
