@@ -6,7 +6,10 @@
 #include "api/threads.hpp"
 
 #include <gradcodec/codec.hpp>
+#include <gradcodec/detail/json_capped.hpp>
 #include <gradcodec/formats/snapshot_io.hpp>
+
+#include <nlohmann/json.hpp>
 
 namespace gradcodec {
 
@@ -54,6 +57,17 @@ uint64_t Decoder::seed() const { return impl_->reader.header().seed; }
 uint32_t Decoder::keyframe_interval() const { return impl_->reader.header().keyframe_interval; }
 std::string Decoder::tool() const { return impl_->reader.header().tool; }
 std::string Decoder::inputs_json() const { return impl_->reader.header().inputs_json; }
+std::vector<std::vector<std::pair<std::string, std::string>>> Decoder::input_metadata() const {
+  std::vector<std::vector<std::pair<std::string, std::string>>> out(frame_count());
+  const auto j = parse_json_capped<nlohmann::ordered_json>(inputs_json()).value;
+  if (!j.is_array() || j.size() != out.size()) return out;
+  for (size_t f = 0; f < out.size(); ++f) {
+    if (!j[f].is_object() || !j[f].contains("metadata") || !j[f]["metadata"].is_object()) continue;
+    for (const auto& [k, v] : j[f]["metadata"].items())
+      if (v.is_string()) out[f].emplace_back(k, v.get<std::string>());
+  }
+  return out;
+}
 uint64_t Decoder::file_size() const { return impl_->reader.file_size(); }
 size_t Decoder::frame_count() const { return impl_->reader.frame_count(); }
 

@@ -10,12 +10,27 @@
 // Errors are thrown as gradcodec::Error (<gradcodec/error.hpp>), whose code() is the CLI's exit
 // code: Usage (a bad pipeline, an option out of range), Input (a tensor refused, a failed
 // write), Corrupt (a damaged container). The library never prints and never exits.
+//
+// The headers included below are part of the API too (docs/api.md): the small types (tensor,
+// error, frame, byte_sink), the stage and preset catalogue, the collective's per-step
+// aggregation, bench --workers' comparison of the merge methods, and the utilities a program
+// built on the library needs around it: files written atomically and the temporaries a signal
+// handler removes (file_io), inputs that shrink while mapped (input_changes), messages made safe
+// to print (one_line), bounds-checked byte framing (bytes) and half-precision conversions (half).
 #pragma once
 
 #include <gradcodec/byte_sink.hpp>
+#include <gradcodec/bytes.hpp>
+#include <gradcodec/catalogue.hpp>
+#include <gradcodec/collective.hpp>
 #include <gradcodec/error.hpp>
+#include <gradcodec/file_io.hpp>
 #include <gradcodec/frame.hpp>
+#include <gradcodec/half.hpp>
+#include <gradcodec/input_changes.hpp>
+#include <gradcodec/one_line.hpp>
 #include <gradcodec/tensor.hpp>
+#include <gradcodec/workers_bench.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +39,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradcodec {
@@ -225,6 +241,10 @@ class Decoder {
   uint32_t keyframe_interval() const;
   std::string tool() const;
   std::string inputs_json() const;
+  // Per frame, the key/value metadata its input file had (safetensors' __metadata__): the string
+  // members of inputs_json()[f]["metadata"], in order; empty where there is none, and for every
+  // frame when the description is not an array of one object per frame.
+  std::vector<std::vector<std::pair<std::string, std::string>>> input_metadata() const;
   uint64_t file_size() const;
 
   size_t frame_count() const;

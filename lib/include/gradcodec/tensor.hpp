@@ -74,6 +74,11 @@ uint64_t count_nonfinite(const Tensor& t) noexcept;
 // Finite f64 elements with |x| > FLT_MAX: float32 cannot hold them (0 for every other dtype).
 uint64_t count_beyond_f32(const Tensor& t) noexcept;
 
+// Element conversions between a floating dtype's little-endian bytes and f32 (from_f32 rounds
+// F16 and BF16 to nearest even). Error(Internal) for DType::Other.
+void to_f32(DType dt, const uint8_t* src, uint64_t n, float* dst);
+void from_f32(const float* src, uint64_t n, DType dt, uint8_t* dst);
+
 // Ordered tensors of one training step plus its attributes.
 struct Snapshot {
   std::vector<Tensor> tensors;

@@ -405,9 +405,4 @@ class Lossless : public Stage {
 };
 
 }  // namespace gradcodec
-
-namespace gradcodec {
-// Element conversions between a floating dtype's little-endian bytes and f32.
-void to_f32(DType dt, const uint8_t* src, uint64_t n, float* dst);
-void from_f32(const float* src, uint64_t n, DType dt, uint8_t* dst);
-}  // namespace gradcodec
+// to_f32 and from_f32, the element conversions of a floating dtype, are in <gradcodec/tensor.hpp>.
