@@ -6,11 +6,7 @@
 #include "collectives.hpp"
 #include "ranks.hpp"
 
-#include <gradcodec/bytes.hpp>
 #include <gradcodec/gradcodec.hpp>
-#include <gradcodec/half.hpp>
-#include <gradcodec/merge.hpp>
-#include <gradcodec/plugin/stage.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -49,21 +45,6 @@ struct Row {
   CompressorOptions options;  // Cast, Ring and Allgather rows
   DType cast = DType::F32;    // Cast rows: the type the values are summed in
 };
-
-// A pipeline whose records are its values cast to one type (raw, fp16, bf16, after ef or not):
-// they sum in that form, so an all-reduce aggregates them. Its type, or nothing.
-std::optional<DType> summable_cast(const Pipeline& p) {
-  std::optional<DType> type;
-  for (const auto& s : p.stages()) {
-    if (s.name == "ef") continue;
-    if (type) return std::nullopt;  // a second coding stage (a lossless one after the cast)
-    if (s.name == "raw") type = DType::F32;
-    else if (s.name == "fp16") type = DType::F16;
-    else if (s.name == "bf16") type = DType::BF16;
-    else return std::nullopt;
-  }
-  return type;
-}
 
 // This rank's gradients: per step, its floating tensors (as read) and their values in f32, all
 // tensors back to back.
@@ -133,22 +114,22 @@ std::vector<Row> make_rows(const CollectiveBenchArgs& a) {
   if (a.presets.empty() && a.pipelines.empty())
     for (const std::string& p : bench_plan(BenchOptions{}))
       if (p != "lossless") presets.push_back(p);
-  auto add = [&](const std::string& name, const Pipeline& p, CompressorOptions o) {
-    Row r{name, p.text(), Kind::Allgather, std::move(o), DType::F32};
-    if (a.collective == "auto" && is_sign_pipeline(p)) r.kind = Kind::Ring;
-    if (const auto type = summable_cast(p); a.collective == "auto" && type) r.kind = Kind::Cast, r.cast = *type;
+  auto add = [&](const std::optional<std::string>& name, CompressorOptions o) {
+    const CollectiveTraits traits = collective_traits(o.preset, o.pipeline);
+    Row r{name ? *name : traits.pipeline, traits.pipeline, Kind::Allgather, std::move(o), DType::F32};
+    if (a.collective == "auto" && traits.signs) r.kind = Kind::Ring;
+    if (a.collective == "auto" && traits.cast) r.kind = Kind::Cast, r.cast = *traits.cast;
     rows.push_back(std::move(r));
   };
   for (const std::string& name : presets) {
     CompressorOptions o;
     o.preset = name;
-    add(name, Pipeline::preset(name), o);
+    add(name, o);
   }
   for (const std::string& text : a.pipelines) {
     CompressorOptions o;
     o.pipeline = text;
-    const Pipeline p = Pipeline::parse(text);
-    add(p.text(), p, o);
+    add(std::nullopt, o);
   }
   for (const Row& r : rows)
     if (r.kind != Kind::Fp32 && r.kind != Kind::Fp16) Compressor check(r.options);  // Usage now, not mid-run
@@ -263,7 +244,6 @@ class StepRunner {
     const Tensor& t = w_.steps[s][i];
     return TensorView(t.name(), t.dtype(), t.shape(), t.data.data());
   }
-  MergeKey key(size_t s, size_t i) const { return {0, static_cast<uint32_t>(s), static_cast<uint32_t>(i)}; }
 
   // Every rank's `values` summed in type `dt` by MPI_Allreduce (F32: MPI_SUM; F16, BF16: each
   // addition rounded to the type), then divided by N in f32. The casts count as encode and
@@ -355,8 +335,8 @@ class StepRunner {
     for (size_t i = 0; i < tensors(); ++i) {
       std::vector<std::span<const float>> spans;
       for (const auto& v : vals) spans.emplace_back(v[i]);
-      const MergedValues mv = merge_values(MergeMethod::Mean, spans, key(s, i));
-      std::copy(mv.values.begin(), mv.values.end(), out.begin() + static_cast<std::ptrdiff_t>(w_.offsets[i]));
+      const std::vector<float> mean = workers_mean(spans);
+      std::copy(mean.begin(), mean.end(), out.begin() + static_cast<std::ptrdiff_t>(w_.offsets[i]));
     }
     t.aggregate = seconds_since(t0);
     return blob.size();
@@ -369,7 +349,7 @@ class StepRunner {
     encode(s, comp, mine);
     std::vector<std::vector<uint8_t>> own(T);
     std::vector<double> scales(T);
-    for (size_t i = 0; i < T; ++i) own[i] = merge_sign_bits(mine[i]), scales[i] = merge_scale(mine[i]);
+    for (size_t i = 0; i < T; ++i) own[i] = ring_sign_bits(mine[i]), scales[i] = ring_scale(mine[i]);
     t.encode = seconds_since(t0);
     std::vector<std::vector<uint8_t>> running = own;
     std::vector<double> sums = scales;
@@ -381,7 +361,8 @@ class StepRunner {
       t0 = Clock::now();
       unpack_ring(msg, running, sums);
       for (size_t i = 0; i < T; ++i) {
-        marsit_hop(running[i], own[i], static_cast<uint32_t>(me_ + 1), static_cast<uint32_t>(n_), key(s, i));
+        ring_hop(running[i], own[i], static_cast<uint32_t>(me_ + 1), static_cast<uint32_t>(n_), 0,
+                 static_cast<uint32_t>(s), static_cast<uint32_t>(i));
         sums[i] += scales[i];
       }
       t.aggregate += seconds_since(t0);

@@ -11,9 +11,9 @@
 //             after ef or not): they sum in that form, in that type, as the baselines do.
 //   ring      one-bit sign pipelines (merge.hpp's is_sign_pipeline): Marsit's ring (Wu, He, Guo et
 //             al. 2022 §4.1.1) — rank 0 sends its sign bits and scale to rank 1, each rank merges
-//             its own with marsit_hop and passes them on, the last broadcasts the result (±η).
+//             its own with ring_hop and passes them on, the last broadcasts the result (±η).
 //   allgather everything else: every rank's records to every rank (MPI_Allgatherv); each decodes
-//             the others' records and averages all N in rank order (merge_values' mean).
+//             the others' records and averages all N in rank order (workers_mean).
 // Worker r encodes with seed r; the ring's random choices use seed 0. The aggregate of every row
 // and step is then exactly what `gradcodec merge` computes from the workers' containers (each
 // `encode --seed r`): --method marsit for ring rows, mean for allgather rows (--aggregates DIR

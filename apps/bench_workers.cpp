@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "bench_workers.hpp"
 
-#include <gradcodec/merge.hpp>
-#include <gradcodec/metrics.hpp>
+#include <gradcodec/gradcodec.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -110,15 +109,6 @@ std::vector<StepTensor> load_step(const std::vector<std::string>& files, const I
   return tensors;
 }
 
-struct MethodRow {
-  MergeMethod method;
-  bool stochastic = false;
-  unsigned seeds = 1;
-  std::vector<double> match, rel;  // per seed, over every tensor of every step
-  std::vector<double> acc_err;     // per seed: the accumulated error over the steps (kFormulaAcc)
-  std::vector<uint64_t> hop_bits;  // per hop, summed over tensors and steps (seed 0)
-};
-
 double mean_of(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
@@ -164,37 +154,18 @@ std::vector<std::vector<std::string>> expand_worker_steps(const std::vector<std:
 int run_bench_workers(const WorkersBenchArgs& a) {
   const auto steps = expand_worker_steps(a.steps);
   const size_t M = steps[0].size();
-  std::vector<MethodRow> rows;
-  for (MergeMethod m : merge_methods()) {
-    MethodRow r;
-    r.method = m;
-    r.stochastic = m == MergeMethod::Marsit || m == MergeMethod::Cascade;
-    r.seeds = r.stochastic ? std::max(1u, a.seeds) : 1;
-    r.hop_bits.assign(M - 1, 0);
-    rows.push_back(r);
-  }
-  // marsit runs over the steps as one sequence per seed (Marsit's compensation and full syncs).
-  std::vector<std::vector<MarsitSequence>> sequences(rows.size());
-  // Σ_t of each method's aggregate per seed and tensor, and of the true mean, in double.
-  std::vector<std::vector<std::vector<std::vector<double>>>> sum_agg(rows.size());
-  std::vector<std::vector<double>> sum_mean;
-  std::vector<std::vector<ErrorMetrics>> acc(rows.size());
-  for (size_t k = 0; k < rows.size(); ++k) acc[k].resize(rows[k].seeds);
+  WorkersBenchOptions options;
+  options.workers = M;
+  options.seeds = a.seeds;
+  options.compensation = a.compensation;
+  options.full_sync = a.full_sync;
+  WorkersBench bench(options);
   uint64_t d = 0;
   std::vector<TensorInfo> infos;
   for (size_t s = 0; s < steps.size(); ++s) {
     std::vector<TensorInfo> step_infos;
     const auto tensors = load_step(steps[s], a.in, step_infos);
-    if (s == 0) {
-      infos = step_infos;
-      sum_mean.resize(infos.size());
-      for (size_t i = 0; i < infos.size(); ++i) sum_mean[i].assign(infos[i].elements(), 0.0);
-      for (size_t k = 0; k < rows.size(); ++k) {
-        sum_agg[k].assign(rows[k].seeds, sum_mean);
-        if (rows[k].method == MergeMethod::Marsit)
-          sequences[k].assign(rows[k].seeds, MarsitSequence(infos.size(), {a.compensation, a.full_sync}));
-      }
-    }
+    if (s == 0) infos = step_infos;
     // The accumulated error and marsit's compensation follow each tensor over the steps.
     for (size_t i = 0; i < infos.size() && i < step_infos.size(); ++i)
       if (step_infos[i].name != infos[i].name || step_infos[i].shape != infos[i].shape)
@@ -206,48 +177,19 @@ int run_bench_workers(const WorkersBenchArgs& a) {
       fail(ErrorCode::Input, "--workers: step " + std::to_string(s) + " holds " + std::to_string(step_infos.size()) +
                                  " floating tensors, step 0 " + std::to_string(infos.size()) +
                                  "; every step must hold the same tensors (they are followed over the steps)");
+    std::vector<WorkersBenchTensor> step;
     for (size_t i = 0; i < tensors.size(); ++i) {
       const StepTensor& t = tensors[i];
       d += t.mean.size();
-      for (size_t j = 0; j < t.mean.size(); ++j) sum_mean[i][j] += t.mean[j];
-      std::vector<std::span<const float>> spans(t.workers.begin(), t.workers.end());
-      for (size_t k = 0; k < rows.size(); ++k) {
-        for (unsigned seed = 0; seed < rows[k].seeds; ++seed) {
-          const MergeKey key{seed, static_cast<uint32_t>(s), static_cast<uint32_t>(i)};
-          MergedValues mv = rows[k].method == MergeMethod::Marsit ? sequences[k][seed].merge(spans, key)
-                                                                   : merge_values(rows[k].method, spans, key);
-          if (!std::all_of(mv.values.begin(), mv.values.end(), [](float x) { return std::isfinite(x); }))
-            fail(ErrorCode::Input, "--workers: step " + std::to_string(s) + ", tensor '" + step_infos[i].name +
-                                       "': " + std::string(merge_method_name(rows[k].method)) +
-                                       "'s merged values exceed float32's range (|x| > 3.4e38)" +
-                                       (rows[k].method == MergeMethod::Cascade
-                                            ? ": its ring adds the workers' values in float32, as the paper's does"
-                                            : ""));
-          acc[k][seed].add(t.mean.data(), mv.values.data(), t.mean.size());
-          std::vector<double>& sum = sum_agg[k][seed][i];
-          for (size_t j = 0; j < sum.size(); ++j) sum[j] += mv.values[j];
-          if (seed == 0)
-            for (size_t h = 0; h < mv.hop_bits.size(); ++h) rows[k].hop_bits[h] += mv.hop_bits[h];
-        }
-      }
+      step.push_back({step_infos[i].name, {t.workers.begin(), t.workers.end()}, t.mean});
+    }
+    try {
+      bench.add_step(step);
+    } catch (const Error& e) {
+      fail(e.code(), std::string("--workers: ") + e.what());
     }
   }
-  for (size_t k = 0; k < rows.size(); ++k) {
-    for (const auto& e : acc[k]) {
-      rows[k].match.push_back(e.sign_agreement());
-      rows[k].rel.push_back(e.rel_l2());
-    }
-    for (const auto& per_tensor : sum_agg[k]) {
-      double diff = 0, ref = 0;
-      for (size_t i = 0; i < per_tensor.size(); ++i)
-        for (size_t j = 0; j < per_tensor[i].size(); ++j) {
-          const double e = sum_mean[i][j] - per_tensor[i][j];
-          diff += e * e;
-          ref += sum_mean[i][j] * sum_mean[i][j];
-        }
-      rows[k].acc_err.push_back(ref > 0 ? std::sqrt(diff / ref) : 0.0);
-    }
-  }
+  const std::vector<WorkersBenchRow> rows = bench.rows();
 
   // ---- report ----
   // With the JSON report on stdout (--json -), the table goes to stderr: the pipe gets the JSON alone.
@@ -283,11 +225,11 @@ int run_bench_workers(const WorkersBenchArgs& a) {
     }
     const std::string range = format("%.4f..%.4f", min_of(r.match), max_of(r.match));
     if (a.markdown)
-      std::fprintf(table, "| %s | %.4f | %s | %.4g | %.4g | %s | %.3f |\n", merge_method_name(r.method),
+      std::fprintf(table, "| %s | %.4f | %s | %.4g | %.4g | %s | %.3f |\n", r.method.c_str(),
                    mean_of(r.match), range.c_str(), mean_of(r.rel), mean_of(r.acc_err), hops.c_str(),
                    static_cast<double>(total) / dd);
     else
-      std::fprintf(table, "%-9s%s%-10.4f%s%-19s%s%-9.4g%s%-9.4g%s%-28s%s%.3f\n", merge_method_name(r.method), sep,
+      std::fprintf(table, "%-9s%s%-10.4f%s%-19s%s%-9.4g%s%-9.4g%s%-28s%s%.3f\n", r.method.c_str(), sep,
                    mean_of(r.match), sep, range.c_str(), sep, mean_of(r.rel), sep, mean_of(r.acc_err), sep,
                    hops.c_str(), sep, static_cast<double>(total) / dd);
   }
@@ -311,7 +253,7 @@ int run_bench_workers(const WorkersBenchArgs& a) {
         total += b;
         per_param.push_back(static_cast<double>(b) / dd);
       }
-      arr.push_back({{"method", merge_method_name(r.method)},
+      arr.push_back({{"method", r.method},
                      {"stochastic", r.stochastic},
                      {"seeds", r.seeds},
                      {"match_rate", mean_of(r.match)},

@@ -5,9 +5,7 @@
 #include "commands.hpp"
 #include "decode_ranks.hpp"
 #include "ranks.hpp"
-#include <gradcodec/detail/json_capped.hpp>
 
-#include <gradcodec/input_changes.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -30,21 +28,6 @@ struct DecodeArgs {
   std::string memory_limit;
   unsigned threads = 0;
 };
-
-// The key/value metadata each frame's input file had (safetensors __metadata__), from the
-// header's description of the inputs (encode writes one input per frame); empty where there was
-// none or the description says nothing usable.
-std::vector<std::vector<std::pair<std::string, std::string>>> input_metadata(const Decoder& r) {
-  std::vector<std::vector<std::pair<std::string, std::string>>> out(r.frame_count());
-  const auto j = parse_json_capped<nlohmann::ordered_json>(r.inputs_json()).value;
-  if (!j.is_array() || j.size() != out.size()) return out;
-  for (size_t f = 0; f < out.size(); ++f) {
-    if (!j[f].is_object() || !j[f].contains("metadata") || !j[f]["metadata"].is_object()) continue;
-    for (const auto& [k, v] : j[f]["metadata"].items())
-      if (v.is_string()) out[f].emplace_back(k, v.get<std::string>());
-  }
-  return out;
-}
 
 // An output that is neither a regular file nor a directory: a device or a FIFO.
 bool is_special(const std::string& out, bool& char_device) {
@@ -145,7 +128,7 @@ int run_decode(const DecodeArgs& a) {
     }
   ProgressBar bar("decode", total, ProgressBar::Unit::Bytes);
   auto advance = [&bar](const Tensor& t) { bar.advance(t.elements() * dtype_size(t.dtype()), t.name()); };
-  const auto metadata = input_metadata(dec);
+  const auto metadata = dec.input_metadata();
   const auto attributes = input_attributes(dec, a.tensor);
   for (size_t f : frames)  // a directory is a valid output here (one .npy per tensor)
     check_output_path(a.frame ? a.output : frame_path(a.output, f, all_frames.size()), {a.input}, true);

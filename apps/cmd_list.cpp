@@ -2,7 +2,7 @@
 // gradcodec list stages|presets [--json]
 #include "commands.hpp"
 
-#include <gradcodec/codec.hpp>  // the registry: the stage and preset tables are not in the facade yet
+#include <gradcodec/gradcodec.hpp>
 
 #include <cmath>
 
@@ -12,11 +12,11 @@ namespace gradcodec::cli {
 
 namespace {
 
-std::string param_text(const ParamSpec& p) {
+std::string param_text(const ParamRecord& p) {
   std::string s = p.name;
   if (!p.default_text.empty()) s += "=" + p.default_text;
   else if (p.required) s += " (required)";
-  if (p.type == ParamType::Choice) {
+  if (p.type == "choice") {
     std::string c;
     for (const auto& x : p.choices) c += (c.empty() ? "" : "|") + x;
     s += " {" + c + "}";
@@ -24,29 +24,19 @@ std::string param_text(const ParamSpec& p) {
   return s;
 }
 
-// Bytes of memory per element that encoding an f32 [4096, 4096] tensor with preset `name` may
-// take (PipelineStages::work_bytes: the tensor and its stages' working memory), as
-// `encode --memory-limit` counts it; docs/robustness.md lists them.
-double encode_memory(const char* name) {
-  TensorInfo t;
-  t.dtype = DType::F32;
-  t.shape = {4096, 4096};
-  return static_cast<double>(PipelineStages(Pipeline::preset(name)).work_bytes(t)) / static_cast<double>(t.elements());
-}
-
 nlohmann::ordered_json list_json(const std::string& what) {
   auto out = nlohmann::ordered_json::array();
   if (what == "stages") {
-    for (const auto& e : stage_table()) {
+    for (const auto& e : stage_catalogue()) {
       auto params = nlohmann::ordered_json::array();
       for (const auto& p : e.params) params.push_back(param_text(p));
-      out.push_back({{"name", e.name}, {"kind", stage_kind_name(e.kind)}, {"version", e.version},
+      out.push_back({{"name", e.name}, {"kind", e.kind}, {"version", e.version},
                      {"params", params}, {"summary", e.summary}, {"source", e.source}, {"example", e.example}});
     }
   } else {
-    for (const auto& p : preset_table())
-      out.push_back({{"name", p.name}, {"pipeline", Pipeline::preset(p.name).text()}, {"source", p.source},
-                     {"encode_memory", std::round(encode_memory(p.name) * 10) / 10}});
+    for (const auto& p : preset_catalogue())
+      out.push_back({{"name", p.name}, {"pipeline", p.pipeline}, {"source", p.source},
+                     {"encode_memory", std::round(p.encode_memory * 10) / 10}});
   }
   return out;
 }
@@ -57,20 +47,20 @@ int run_list(const std::string& what, bool json) {
     return 0;
   }
   if (what == "stages") {
-    for (const auto& e : stage_table()) {
-      std::printf("%-12s %-12s v%u  %s\n", e.name, stage_kind_name(e.kind), e.version, e.summary);
+    for (const auto& e : stage_catalogue()) {
+      std::printf("%-12s %-12s v%u  %s\n", e.name.c_str(), e.kind.c_str(), e.version, e.summary.c_str());
       std::string params;
       for (const auto& p : e.params) params += (params.empty() ? "" : ", ") + param_text(p);
       if (!params.empty()) std::printf("%29s params: %s\n", "", params.c_str());
-      std::printf("%29s source: %s\n", "", e.source);
+      std::printf("%29s source: %s\n", "", e.source.c_str());
     }
     return 0;
   }
-  for (const auto& p : preset_table()) {
-    std::printf("%-20s %s\n", p.name, Pipeline::preset(p.name).text().c_str());
-    std::printf("%-20s source: %s\n", "", p.source);
+  for (const auto& p : preset_catalogue()) {
+    std::printf("%-20s %s\n", p.name.c_str(), p.pipeline.c_str());
+    std::printf("%-20s source: %s\n", "", p.source.c_str());
     std::printf("%-20s encode memory: %.1f bytes per element (f32 [4096, 4096], --memory-limit)\n", "",
-                encode_memory(p.name));
+                p.encode_memory);
   }
   return 0;
 }

@@ -5,8 +5,7 @@
 
 #include "ranks.hpp"
 
-#include <gradcodec/error.hpp>
-#include <gradcodec/half.hpp>
+#include <gradcodec/gradcodec.hpp>
 
 #include <mpi.h>
 

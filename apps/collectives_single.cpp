@@ -2,7 +2,7 @@
 // collectives.hpp in a build without MPI: a job of one rank.
 #include "collectives.hpp"
 
-#include <gradcodec/error.hpp>
+#include <gradcodec/gradcodec.hpp>
 
 namespace gradcodec::cli::collectives {
 

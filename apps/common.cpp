@@ -3,8 +3,7 @@
 #include "name_filter.hpp"
 #include "progress.hpp"
 
-#include <gradcodec/one_line.hpp>
-#include <gradcodec/input_changes.hpp>
+#include <gradcodec/gradcodec.hpp>
 
 #include <algorithm>
 #include <cctype>

@@ -2,8 +2,6 @@
 // Shared pieces of the gradcodec subcommands: error reporting, exit codes, input selection.
 #pragma once
 
-#include <gradcodec/error.hpp>
-#include <gradcodec/file_io.hpp>
 #include <gradcodec/gradcodec.hpp>
 #include <gradcodec/formats/snapshot_io.hpp>
 

@@ -7,8 +7,7 @@
 #include "encode_ranks.hpp"
 #include "ranks.hpp"
 
-#include <gradcodec/bytes.hpp>
-#include <gradcodec/input_changes.hpp>
+#include <gradcodec/gradcodec.hpp>
 
 #include <algorithm>
 #include <cstdint>

@@ -6,7 +6,7 @@
 
 #include "ranks.hpp"
 
-#include <gradcodec/file_io.hpp>
+#include <gradcodec/gradcodec.hpp>
 
 #include <algorithm>
 #include <cstring>

@@ -18,8 +18,7 @@
 #include <string>
 #include <vector>
 
-#include <gradcodec/file_io.hpp>
-#include <gradcodec/input_changes.hpp>
+#include <gradcodec/gradcodec.hpp>
 
 #include <signal.h>
 #include <unistd.h>

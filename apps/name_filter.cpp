@@ -9,7 +9,7 @@
 
 #include "name_filter.hpp"
 
-#include <gradcodec/error.hpp>
+#include <gradcodec/gradcodec.hpp>
 
 #include <optional>
 #include <regex>

@@ -3,7 +3,7 @@
 
 #include "common.hpp"
 
-#include <gradcodec/error.hpp>
+#include <gradcodec/gradcodec.hpp>
 
 #include <cerrno>
 #include <cstdio>

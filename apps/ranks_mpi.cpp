@@ -4,7 +4,7 @@
 
 #include "collectives.hpp"
 
-#include <gradcodec/error.hpp>
+#include <gradcodec/gradcodec.hpp>
 
 #include <mpi.h>
 

@@ -4,7 +4,7 @@
 // same outputs at once; it is refused instead (docs/scale-out.md).
 #include "ranks.hpp"
 
-#include <gradcodec/error.hpp>
+#include <gradcodec/gradcodec.hpp>
 
 #include <cstdio>
 #include <cstdlib>
