@@ -5,7 +5,11 @@ includes nothing from the stage folders or the engine; the stage folders (transf
 lowrank, quantize, index, lossless) include nothing from the engine, and their headers not
 plugin/registry.hpp (parameters come from plugin/params.hpp). Includes are followed through the
 repository's own headers, so an arrow up through a public header counts too. Each offence names
-the file, the line and the include chain."""
+the file, the line and the include chain.
+
+The CLI is built on the facade (docs/architecture.md "Layers"): a file of apps/ includes, of the
+library's headers, only <gradcodec/gradcodec.hpp> and the formats' public headers
+(<gradcodec/formats/...>); everything else it includes is its own or a third party's."""
 import os
 import re
 import shutil
@@ -103,6 +107,45 @@ def offences(root):
                 check(rel, lambda t: t == "lib/include/gradcodec/plugin/registry.hpp",
                       "a stage header includes registry.hpp")
     return bad
+
+
+def app_offences(root):
+    """apps/ files' includes of a library header other than the facade and the formats'."""
+    bad = []
+    top = os.path.join(root, "apps")
+    for f in sorted(os.listdir(top)):
+        if not f.endswith((".cpp", ".hpp", ".h")):
+            continue
+        for n, line in enumerate(open(os.path.join(top, f), encoding="utf-8"), 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            name = m.group(2)
+            if name == "gradcodec/gradcodec.hpp" or name.startswith("gradcodec/formats/"):
+                continue
+            if name.startswith("gradcodec/") or resolve(root, name):
+                bad.append(f"apps/{f}:{n}: {line.strip()}")
+    return bad
+
+
+def test_apps_include_only_the_facade():
+    bad = app_offences(ROOT)
+    assert not bad, (f"{len(bad)} includes in apps/ reach past the facade (only <gradcodec/gradcodec.hpp> "
+                     "and <gradcodec/formats/...>; docs/architecture.md):\n  " + "\n  ".join(bad))
+
+
+def test_an_app_include_past_the_facade_is_caught():
+    tmp = os.path.join(clitest.WORK, "layering_apps")
+    shutil.copytree(os.path.join(ROOT, "lib"), os.path.join(tmp, "lib"))
+    shutil.copytree(os.path.join(ROOT, "apps"), os.path.join(tmp, "apps"))
+    with open(os.path.join(tmp, "apps", "cmd_list.cpp"), "a") as f:
+        f.write("#include <gradcodec/codec.hpp>\n")
+    with open(os.path.join(tmp, "apps", "common.hpp"), "a") as f:
+        f.write('#include "api/facade.hpp"\n')  # a library header by a quoted path
+    bad = "\n".join(app_offences(tmp))
+    assert re.search(r"apps/cmd_list\.cpp:\d+: #include <gradcodec/codec\.hpp>", bad), bad
+    assert re.search(r'apps/common\.hpp:\d+: #include "api/facade\.hpp"', bad), bad
+    assert "gradcodec.hpp" not in bad and "formats/" not in bad, bad
 
 
 def test_no_arrow_back_up():
