@@ -9,6 +9,7 @@
 #include "base/checksum.hpp"
 #include <gradcodec/bytes.hpp>
 #include <gradcodec/container_error.hpp>
+#include <gradcodec/detail/json_capped.hpp>
 #include <gradcodec/pipeline.hpp>
 
 #include <nlohmann/json.hpp>
@@ -62,8 +63,9 @@ std::vector<uint8_t> tensor_tail(const TensorInfo& info) {
 
 std::vector<std::string> input_paths(const std::string& inputs_json) {
   std::vector<std::string> out;
-  const auto j = nlohmann::ordered_json::parse(inputs_json, nullptr, false);
-  if (!j.is_array()) return out;
+  const auto parsed = parse_json_capped<nlohmann::ordered_json>(inputs_json);  // as every JSON read is
+  const nlohmann::ordered_json& j = parsed.value;
+  if (!parsed.error.empty() || !j.is_array()) return out;
   for (const auto& in : j)
     out.push_back(in.is_object() && in.contains("path") && in["path"].is_string() ? in["path"].get<std::string>() : "");
   return out;

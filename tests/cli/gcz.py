@@ -298,3 +298,15 @@ def seal(c, header_text=None, minor=1):
     t = struct.pack("<QHH", footer, 1, minor)
     out += t + struct.pack("<I", xxh3(t) & 0xFFFFFFFF) + END_MAGIC
     return bytes(out)
+
+
+def with_stream(blob, name, expected, new):
+    """The one-record container `blob` with its stream `name` (which must hold `expected`)
+    replaced by `new` and the container re-sealed; checks first that re-sealing alone changes
+    nothing."""
+    c = Container(blob)
+    assert seal(c) == bytes(blob)
+    (rec,) = c.records()
+    assert rec.stream(name) == expected, rec.stream(name).hex()
+    rec.set_stream(name, new)
+    return seal(c)
