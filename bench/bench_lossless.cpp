@@ -102,16 +102,19 @@ BENCHMARK(BM_decode_zstd_baseline_oneshot)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decode_shuffle_stage)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decode_shuffle_baseline_zeroed)->Unit(benchmark::kMillisecond);
 
-// Undoing `shuffle | zstd` as the codec does: with runs (the lossless preset's block=262144),
-// zstd's output is read run by run into a buffer in cache and joined from there; without them
-// (before), zstd decodes the whole stream into fresh memory and the join reads it from there.
-// Bytes/s of output.
+// Undoing `shuffle | zstd` as the codec does (Lossless::decode_chain): with runs (the lossless
+// preset's block=262144), zstd's output is read run by run into a buffer in cache and joined
+// from there; without them (before), zstd decodes the whole stream into fresh memory and the join
+// reads it from there. Bytes/s of output.
 static void BM_decode_shuffle_zstd_runs(benchmark::State& state) {
   const auto& in = lossless_input();
   const auto& runs = static_cast<const Lossless&>(*in.runs);
   const auto& zstd = static_cast<const Lossless&>(*in.zstd);
   for (auto _ : state) {
-    auto out = runs.decode_from(zstd.decode_pieces(Lossless::Chunks::of(in.runs_compressed), in.shuffled.size()), in.raw.size());
+    const Lossless* chain[] = {&runs, &zstd};
+    std::vector<uint8_t> out;
+    Lossless::decode_chain(chain, in.runs_compressed.size(), [&](ByteOut& o) { o.write(in.runs_compressed); },
+                           in.shuffled.size(), out);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * in.raw.size()));
@@ -121,8 +124,10 @@ static void BM_decode_shuffle_zstd_whole(benchmark::State& state) {
   const auto& shuffle = static_cast<const Lossless&>(*in.shuffle);
   const auto& zstd = static_cast<const Lossless&>(*in.zstd);
   for (auto _ : state) {
-    const Lossless::Scratch between = zstd.decode_scratch(in.compressed, in.shuffled.size());
-    auto out = shuffle.decode(between.bytes(), in.raw.size());
+    const Lossless* chain[] = {&shuffle, &zstd};
+    std::vector<uint8_t> out;
+    Lossless::decode_chain(chain, in.compressed.size(), [&](ByteOut& o) { o.write(in.compressed); },
+                           in.shuffled.size(), out);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * in.raw.size()));

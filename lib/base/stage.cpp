@@ -50,38 +50,6 @@ std::span<const uint8_t> Streams::get(const std::string& name) const {
   return s->view();
 }
 
-std::vector<uint8_t> Lossless::encode_from(const Pieces& in, uint8_t width) const {
-  std::vector<uint8_t> all;
-  append_chunked<16384>(all, in.size, [&](uint8_t* dst, size_t, size_t count) {
-    if (in.next(dst, count) != count) fail(ErrorCode::Internal, "lossless pieces ended early");
-  });
-  return encode(all, width);
-}
-
-Lossless::Chunks Lossless::Chunks::of(std::span<const uint8_t> bytes) {
-  Chunks c;
-  c.size = bytes.size();
-  c.next = [bytes, done = false]() mutable -> std::span<const uint8_t> {
-    if (done) return {};
-    done = true;
-    return bytes;
-  };
-  return c;
-}
-
-std::vector<uint8_t> Lossless::collect(const Pieces& in) {
-  std::vector<uint8_t> all;
-  append_chunked<16384>(all, static_cast<size_t>(in.size), [&](uint8_t* dst, size_t, size_t count) {
-    if (in.next(dst, count) != count) fail(ErrorCode::Corrupt, "lossless pieces ended early");
-  });
-  in.next(nullptr, 0);
-  return all;
-}
-
-std::vector<uint8_t> Lossless::decode_from(const Pieces& in, uint64_t max_out) const {
-  return decode(collect(in), max_out);
-}
-
 uint64_t Streams::total_bytes() const noexcept {
   uint64_t n = 0;
   for (const auto& s : list_) n += s.view().size();

@@ -265,58 +265,30 @@ std::vector<const Lossless*> PipelineStages::lossless_for(const std::string& str
 bool PipelineStages::encode_lossless(Stream& s, std::span<const uint8_t> in) const {
   const std::vector<const Lossless*> chain = lossless_for(s.name);
   if (chain.empty()) return false;
-  std::vector<uint8_t> cur;
-  for (size_t k = 0; k < chain.size(); ++k) {
-    const bool first = k == 0;
-    const std::span<const uint8_t> src = first ? in : std::span<const uint8_t>(cur);
-    Lossless::Pieces pieces;
-    if (k + 1 < chain.size() && chain[k + 1]->reads_pieces()) pieces = chain[k]->encode_pieces(src, s.width);
-    // Two stages at once where they can (nothing in between is held), else one.
-    std::vector<uint8_t> next = pieces.next ? chain[++k]->encode_from(pieces, s.width) : chain[k]->encode(src, s.width);
-    cur = std::move(next);
-    if (first) std::vector<uint8_t>().swap(s.bytes);  // `in` has been read: its stream's copy goes
-  }
-  s.bytes = std::move(cur);
+  std::vector<uint8_t> out;
+  Lossless::encode_chain(chain, in, s.width, out);
+  s.bytes = std::move(out);
   return true;
 }
 
-bool PipelineStages::undo_lossless(Stream& s, std::span<const uint8_t> in, uint64_t n) const {
+bool PipelineStages::undo_lossless(Stream& s, const std::function<void(ByteOut&)>& feed, uint64_t size,
+                                   uint64_t n) const {
   const std::vector<const Lossless*> chain = lossless_for(s.name);
   if (chain.empty()) return false;
-  Lossless::Scratch between;  // what one stage decoded for the next one to undo
-  std::span<const uint8_t> src = in;
-  for (size_t k = chain.size(); k-- > 1;) {
-    if (k == 1 && chain[0]->takes_pieces()) {  // the last two as one (nothing in between is held)
-      const Lossless::Pieces pieces = chain[1]->decode_pieces(Lossless::Chunks::of(src), stream_bound(n));
-      if (pieces.next) {
-        s.bytes = chain[0]->decode_from(pieces, stream_bound(n));
-        return true;
-      }
-    }
-    Lossless::Scratch next = chain[k]->decode_scratch(src, stream_bound(n));
-    between = std::move(next);
-    src = between.bytes();
-  }
-  s.bytes = chain[0]->decode(src, stream_bound(n));
+  std::vector<uint8_t> out;
+  Lossless::decode_chain(chain, size, feed, stream_bound(n), out);
+  s.bytes = std::move(out);
   return true;
 }
 
 void PipelineStages::undo_lossless(Streams& streams, uint64_t n) const {
   if (lossless_.empty()) return;
   for (auto& s : streams.all()) {
-    if (s.is_lent) {
-      if (undo_lossless(s, s.lent, n)) s.is_lent = false;
-      continue;
-    }
-    std::vector<uint8_t> stored = std::move(s.bytes);
-    if (!undo_lossless(s, stored, n)) s.bytes = std::move(stored);
+    const std::vector<uint8_t> stored = std::move(s.bytes);
+    const std::span<const uint8_t> in = s.is_lent ? s.lent : std::span<const uint8_t>(stored);
+    if (undo_lossless(s, [in](ByteOut& o) { if (!in.empty()) o.write(in); }, in.size(), n)) s.is_lent = false;
+    else if (!s.is_lent) s.bytes = std::move(stored);
   }
-}
-
-bool PipelineStages::undoes_chunks(const std::string& stream) const {
-  const std::vector<const Lossless*> chain = lossless_for(stream);
-  return !chain.empty() && chain.back()->takes_chunks() &&
-         (chain.size() == 1 || (chain.size() == 2 && chain[0]->takes_pieces()));
 }
 
 Streams PipelineStages::read_streams(const ContainerReader& reader, const RecordMeta& m) const {
@@ -325,45 +297,38 @@ Streams PipelineStages::read_streams(const ContainerReader& reader, const Record
   bool any_chunked = false;
   for (size_t k = 0; k < m.streams.size(); ++k) {
     Stream& s = out.add(m.streams[k].name, m.streams[k].width);
-    chunked[k] = undoes_chunks(s.name);
+    chunked[k] = !lossless_for(s.name).empty();
     any_chunked = any_chunked || chunked[k];
   }
-  // A 1.1 record has one check for all its streams: it is made once, up front, or, when a stream
-  // is read in chunks, by that stream's reader before its last chunk (the streams read in chunks
-  // go first, so the others are used only once it has passed).
-  std::vector<std::span<const uint8_t>> whole;
-  if (m.whole_check && !any_chunked) whole = reader.record_streams(m);
+  // A stream that lossless stages undo is read in chunks as they ask for them: its checksum (a
+  // 1.1 record's one check for all its streams) is checked by the reader before the last chunk
+  // is handed out, and a stage's error on bytes that fail it is reported as the checksum
+  // mismatch. These streams go first, so the others are used only once the check has passed.
   for (size_t k = 0; k < m.streams.size(); ++k) {
     if (!chunked[k]) continue;
     Stream& s = out.all()[k];
-    // Read in chunks as the decoder asks for them; the checksum is checked before the last
-    // chunk is handed out. A decoder's error on bytes that fail their checksum is reported
-    // as the checksum mismatch (as when the whole stream is checked first).
     ContainerReader::StreamChunks stored = reader.stream_chunks(m, k);
-    Lossless::Chunks chunks;
-    chunks.size = stored.size();
-    chunks.next = [&stored] { return stored.next(); };
-    const std::vector<const Lossless*> chain = lossless_for(s.name);
-    const uint64_t bound = stream_bound(m.info.elements());
     try {
-      const Lossless::Pieces pieces = chain.back()->decode_pieces(chunks, bound);
-      s.bytes = chain.size() == 2 ? chain[0]->decode_from(pieces, bound) : Lossless::collect(pieces);
+      undo_lossless(
+          s,
+          [&stored](ByteOut& o) {
+            for (std::span<const uint8_t> c; !(c = stored.next()).empty();) o.write(c);
+          },
+          stored.size(), m.info.elements());
     } catch (const Error&) {
       stored.finish();
       throw;
     }
     stored.finish();
   }
+  // The others are lent: the decoders read the container's bytes.
+  std::vector<std::span<const uint8_t>> whole;
+  if (m.whole_check && !any_chunked) whole = reader.record_streams(m);
   for (size_t k = 0; k < m.streams.size(); ++k) {
     if (chunked[k]) continue;
     Stream& s = out.all()[k];
-    const std::span<const uint8_t> stored = !m.whole_check ? reader.stream_bytes(m, k)
-                                            : any_chunked  ? reader.stream_bytes_unchecked(m, k)
-                                                           : whole[k];
-    if (!undo_lossless(s, stored, m.info.elements())) {  // lent: the decoders read the container's bytes
-      s.is_lent = true;
-      s.lent = stored;
-    }
+    s.lent = !m.whole_check ? reader.stream_bytes(m, k) : any_chunked ? reader.stream_bytes_unchecked(m, k) : whole[k];
+    s.is_lent = true;
   }
   return out;
 }

@@ -21,44 +21,95 @@ lzma_options_lzma options_for(uint32_t preset, uint64_t size, bool for_decode) {
   return opt;
 }
 
-class Lzma final : public Lossless {
+// Takes its input whole (in place when it comes in one write(), else gathered) and codes it
+// with `done` once it is all in: LZMA's raw buffer codecs, on what are mostly small index streams.
+class Whole : public ByteOut {
  public:
-  explicit Lzma(uint32_t preset) : preset_(preset) {}
-  std::vector<uint8_t> encode(std::span<const uint8_t> in, uint8_t) const override {
+  Whole(ByteOut& out, uint64_t size) : out_(out), size_(size) {}
+  void begin(uint64_t, bool) override {}
+  void write(std::span<const uint8_t> bytes) override {
+    got_ += bytes.size();
+    if (got_ > size_) fail(ErrorCode::Internal, "lzma: more input than announced");
+    if (bytes.size() == size_) return done(bytes);
+    held_.insert(held_.end(), bytes.begin(), bytes.end());
+    if (got_ == size_) done(held_);
+  }
+  void end() override {
+    if (got_ != size_) fail(ErrorCode::Internal, "lzma: input ended early");
+    if (size_ == 0) done({});
+    out_.end();
+  }
+
+ protected:
+  virtual void done(std::span<const uint8_t> in) = 0;  // writes into out_, and not out_.end()
+  ByteOut& out_;
+
+ private:
+  uint64_t size_, got_ = 0;
+  std::vector<uint8_t> held_;
+};
+
+class Encode final : public Whole {
+ public:
+  Encode(ByteOut& out, uint64_t size, uint32_t preset) : Whole(out, size), preset_(preset) {
+    out_.begin(bound(size), false);
+  }
+
+ private:
+  static uint64_t bound(uint64_t size) { return 11 + size + size / 2 + 1024; }
+  void done(std::span<const uint8_t> in) override {
     std::vector<uint8_t> out;
     ByteWriter w(out);
     w.u8(static_cast<uint8_t>(preset_));
     w.varint(in.size());
     lzma_options_lzma opt = options_for(preset_, in.size(), false);
     lzma_filter filters[2] = {{LZMA_FILTER_LZMA2, &opt}, {LZMA_VLI_UNKNOWN, nullptr}};
-    size_t head = out.size();
-    size_t bound = in.size() + in.size() / 2 + 1024;
-    out.resize(head + bound);
+    const size_t head = out.size();
+    out.resize(head + in.size() + in.size() / 2 + 1024);
     size_t pos = head;
-    lzma_ret r = lzma_raw_buffer_encode(filters, nullptr, in.data(), in.size(), out.data(), &pos, out.size());
+    const lzma_ret r = lzma_raw_buffer_encode(filters, nullptr, in.data(), in.size(), out.data(), &pos, out.size());
     if (r != LZMA_OK) fail(ErrorCode::Internal, "lzma: encoder failed (" + std::to_string(r) + ")");
-    out.resize(pos);
-    return out;
+    out_.write({out.data(), pos});
   }
-  std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const override {
+  uint32_t preset_;
+};
+
+class Decode final : public Whole {
+ public:
+  Decode(ByteOut& out, uint64_t size, uint64_t max_out) : Whole(out, size), max_out_(max_out) {}
+
+ private:
+  void done(std::span<const uint8_t> in) override {
     ByteReader r(in, "lzma stream");
-    uint8_t preset = r.u8();
+    const uint8_t preset = r.u8();
     if (preset > 9) fail(ErrorCode::Corrupt, "lzma: bad preset byte " + std::to_string(preset));
-    uint64_t size = r.varint();
-    if (size > max_out)
+    const uint64_t size = r.varint();
+    if (size > max_out_)
       fail(ErrorCode::Corrupt, "lzma: stream claims " + std::to_string(size) +
-                                   " bytes, more than the tensor allows (" + std::to_string(max_out) + ")");
+                                   " bytes, more than the tensor allows (" + std::to_string(max_out_) + ")");
     lzma_options_lzma opt = options_for(preset, size, true);
     lzma_filter filters[2] = {{LZMA_FILTER_LZMA2, &opt}, {LZMA_VLI_UNKNOWN, nullptr}};
-    auto body = r.bytes(r.remaining());
-    std::vector<uint8_t> out(size + 1);  // +1: liblzma wants room even for empty output
+    const auto body = r.bytes(r.remaining());
+    std::vector<uint8_t> out(static_cast<size_t>(size) + 1);  // +1: liblzma wants room even for empty output
     size_t in_pos = 0, out_pos = 0;
-    lzma_ret ret = lzma_raw_buffer_decode(filters, nullptr, body.data(), &in_pos, body.size(), out.data(),
-                                          &out_pos, size == 0 ? 1 : size);
+    const lzma_ret ret = lzma_raw_buffer_decode(filters, nullptr, body.data(), &in_pos, body.size(), out.data(),
+                                                &out_pos, size == 0 ? 1 : static_cast<size_t>(size));
     if ((ret != LZMA_OK && ret != LZMA_STREAM_END) || out_pos != size || in_pos != body.size())
       fail(ErrorCode::Corrupt, "lzma: corrupt stream");
-    out.resize(size);
-    return out;
+    out_.begin(size, true);
+    if (size) out_.write({out.data(), static_cast<size_t>(size)});
+  }
+  uint64_t max_out_;
+};
+
+class Lzma final : public Lossless {
+ public:
+  explicit Lzma(uint32_t preset) : preset_(preset) {}
+  std::unique_ptr<ByteOut> encoder(ByteOut& out, uint64_t size, uint8_t) const override {
+    return std::make_unique<Encode>(out, size, preset_);
+  }
+  std::unique_ptr<ByteOut> decoder(ByteOut& out, uint64_t size, uint64_t max_out) const override {
+    return std::make_unique<Decode>(out, size, max_out);
   }
 
  private:

@@ -5,7 +5,9 @@
 #include "base/thread_buffer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <memory>
+#include <optional>
 #include <type_traits>
 
 namespace gradcodec::stages {
@@ -24,24 +26,6 @@ struct Layout {
   size_t run_elements(size_t r) const { return std::min(run, n - r * run); }
   size_t runs() const { return run ? (n + run - 1) / run : 0; }
 };
-
-// Byte j of each of the n elements goes to plane j: out[j·n + i] = in[i·w + j]. The widths the
-// codecs use (2, 4, 8) get loops with a constant stride, which the compiler vectorises.
-template <unsigned W>
-void split_planes(const uint8_t* in, size_t n, uint8_t* out) {
-  for (size_t i = 0; i < n; ++i)
-    for (unsigned j = 0; j < W; ++j) out[j * n + i] = in[i * W + j];
-}
-void split_run(const uint8_t* in, size_t n, unsigned w, uint8_t* out) {
-  switch (w) {
-    case 2: return split_planes<2>(in, n, out);
-    case 4: return split_planes<4>(in, n, out);
-    case 8: return split_planes<8>(in, n, out);
-    default:
-      for (unsigned j = 0; j < w; ++j)
-        for (size_t i = 0; i < n; ++i) *out++ = in[i * w + j];
-  }
-}
 
 // Elements [first, first + count) of a run of n elements whose planes start at `in`:
 // out[i·w + j] = in[j·n + first + i].
@@ -78,132 +62,214 @@ void gather(const uint8_t* in, unsigned w, unsigned j, size_t first, size_t coun
   }
 }
 
-// Bytes [first, first + count) of the joined output (whole elements and the partial one), from
-// the shuffled bytes `in` laid out as `L` says.
-void join_range(const uint8_t* in, const Layout& L, size_t first, size_t count, uint8_t* out) {
-  while (count > 0 && first < L.body) {
-    const size_t e = first / L.w, r = e / L.run, i = e - r * L.run, m = L.run_elements(r);
-    const size_t offset = first - e * L.w;  // within element e: only when a chunk splits one
-    if (offset || count < L.w) {  // a piece of one element, byte by byte
-      const uint8_t* planes = in + r * L.run * L.w;
-      const size_t k = std::min<size_t>(L.w - offset, count);
-      for (size_t b = 0; b < k; ++b) out[b] = planes[(offset + b) * m + i];
-      first += k, out += k, count -= k;
-      continue;
-    }
-    const size_t k = std::min(m - i, count / L.w);
-    join_run(in + r * L.run * L.w, m, L.w, i, k, out);
-    first += k * L.w, out += k * L.w, count -= k * L.w;
-  }
-  std::copy_n(in + first, count, out);  // the partial last element, as is
+unsigned width_of(uint8_t w) {
+  if (w == 0) fail(ErrorCode::Corrupt, "shuffle: element width 0");
+  return w;
 }
+
+constexpr size_t kChunk = 16384;  // bytes joined or gathered at a time, in cache
+
+// The encoder: the width byte, then the planes of each run, made piece by piece into the next
+// ByteOut's room (a zstd encoder's input buffer) or a chunk in cache. The input is read in place
+// when it comes whole in one write(), else gathered whole first.
+class Encode final : public ByteOut {
+ public:
+  Encode(ByteOut& out, uint64_t size, unsigned w, uint64_t block)
+      : out_(out), size_(static_cast<size_t>(size)), L_(size_, w, block) {
+    out_.begin(size_ + 1, true);
+  }
+  void begin(uint64_t, bool) override {}
+  void write(std::span<const uint8_t> bytes) override {
+    if (got_ == 0 && bytes.size() == size_ && !held_) {
+      got_ = size_;
+      emit(bytes);
+      return;
+    }
+    write_into_room(*this, bytes, "shuffle");
+  }
+  std::span<uint8_t> room(size_t want) override {
+    if (!held_) {
+      held_ = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(size_, 1));
+      prepare_written(held_.get(), size_);
+    }
+    return {held_.get() + got_, std::min(want, size_ - got_)};
+  }
+  void commit(size_t k) override {
+    got_ += k;
+    if (got_ > size_) fail(ErrorCode::Internal, "shuffle: more input than announced");
+    if (got_ == size_ && k > 0) emit({held_.get(), size_});
+  }
+  void end() override {
+    if (got_ != size_) fail(ErrorCode::Internal, "shuffle: input ended early");
+    if (!emitted_) emit({});
+    out_.end();
+  }
+
+ private:
+  void emit(std::span<const uint8_t> in) {
+    emitted_ = true;
+    std::array<uint8_t, kChunk> chunk;
+    for (uint64_t at = 0; at <= in.size();) {
+      std::span<uint8_t> dst = out_.room(static_cast<size_t>(in.size() + 1 - at));
+      const bool own = dst.empty();
+      if (own) dst = {chunk.data(), static_cast<size_t>(std::min<uint64_t>(kChunk, in.size() + 1 - at))};
+      const size_t k = fill(in, at, dst);
+      if (own) out_.write(dst.first(k));
+      else out_.commit(k);
+    }
+  }
+  // Bytes [at, at + dst.size()) of the output: the width byte, then plane j of each run's
+  // elements (gathered), then the partial last element as is.
+  size_t fill(std::span<const uint8_t> in, uint64_t& at, std::span<uint8_t> dst) const {
+    size_t done = 0;
+    if (at == 0 && !dst.empty()) {
+      dst[done++] = static_cast<uint8_t>(L_.w);
+      at = 1;
+    }
+    while (done < dst.size() && at <= in.size()) {
+      const size_t q = static_cast<size_t>(at - 1);  // position in the shuffled bytes
+      size_t count;
+      if (q < L_.body) {
+        const size_t r = q / (L_.run * L_.w), m = L_.run_elements(r), in_run = q - r * L_.run * L_.w;
+        const auto j = static_cast<unsigned>(in_run / m);
+        const size_t i = in_run % m;
+        count = std::min(dst.size() - done, m - i);
+        gather(in.data(), L_.w, j, r * L_.run + i, count, dst.data() + done);
+      } else {
+        count = std::min(dst.size() - done, in.size() - q);
+        std::copy_n(in.data() + q, count, dst.data() + done);
+      }
+      done += count;
+      at += count;
+    }
+    return done;
+  }
+
+  ByteOut& out_;
+  size_t size_, got_ = 0;
+  Layout L_;
+  std::unique_ptr<uint8_t[]> held_;
+  bool emitted_ = false;
+};
+
+// The decoder: each run is joined as soon as its planes are in, from the input in place when a
+// write() holds all of it, else from a run buffer that the previous stage may decode straight
+// into (room()). Without blocks the one run is the whole stream: it is held whole (the previous
+// stage may decode all of it in one call into that memory) and joined at its end. The joined
+// bytes go out a cache-sized chunk at a time, then the partial last element as is.
+class Decode final : public ByteOut {
+ public:
+  Decode(ByteOut& out, uint64_t size, uint64_t max_out, uint64_t block) : out_(out), size_(size), block_(block) {
+    if (size == 0) fail(ErrorCode::Corrupt, "shuffle: empty stream");
+    if (size - 1 > max_out) fail(ErrorCode::Corrupt, "shuffle: stream larger than the tensor allows");
+    out_.begin(size - 1, true);
+  }
+  void begin(uint64_t, bool) override {}
+  void write(std::span<const uint8_t> bytes) override {
+    if (block_ == 0 && !(got_ == 0 && bytes.size() == size_)) {  // held whole
+      write_into_room(*this, bytes, "shuffle");
+      return;
+    }
+    count(bytes.size());
+    consume(bytes);
+  }
+  std::span<uint8_t> room(size_t want) override {
+    if (block_ == 0) {
+      if (!whole_) {
+        whole_ = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(size_));
+        prepare_written(whole_.get(), static_cast<size_t>(size_));
+      }
+      return {whole_.get() + got_, static_cast<size_t>(std::min<uint64_t>(want, size_ - got_))};
+    }
+    if (!L_ || r_ == L_->runs()) return {};
+    const size_t run_bytes = L_->run_elements(r_) * L_->w;
+    return {run_buffer() + fill_, std::min(want, run_bytes - fill_)};
+  }
+  void commit(size_t k) override {
+    count(k);
+    if (block_ == 0) {
+      if (got_ == size_ && k > 0) consume({whole_.get(), static_cast<size_t>(size_)});
+      return;
+    }
+    fill_ += k;
+    if (fill_ == L_->run_elements(r_) * L_->w) {
+      fill_ = 0;
+      join(run_buffer());
+    }
+  }
+  void end() override {
+    if (got_ != size_ || !L_ || r_ < L_->runs()) fail(ErrorCode::Corrupt, "shuffle: stream ended early");
+    out_.end();
+  }
+
+ private:
+  void count(size_t k) {
+    got_ += k;
+    if (got_ > size_) fail(ErrorCode::Internal, "shuffle: more input than announced");
+  }
+  // The bytes that follow what came before.
+  void consume(std::span<const uint8_t> bytes) {
+    if (!L_) {
+      if (bytes.empty()) return;
+      L_.emplace(static_cast<size_t>(size_ - 1), width_of(bytes[0]), block_);
+      bytes = bytes.subspan(1);
+    }
+    while (!bytes.empty()) {
+      if (r_ == L_->runs()) {  // the partial last element
+        out_.write(bytes);
+        return;
+      }
+      const size_t run_bytes = L_->run_elements(r_) * L_->w;
+      if (fill_ == 0 && bytes.size() >= run_bytes) {  // a whole run in place
+        join(bytes.data());
+        bytes = bytes.subspan(run_bytes);
+        continue;
+      }
+      const size_t k = std::min(run_bytes - fill_, bytes.size());
+      std::copy_n(bytes.begin(), k, run_buffer() + fill_);
+      bytes = bytes.subspan(k);
+      fill_ += k;
+      if (fill_ == run_bytes) {
+        fill_ = 0;
+        join(run_buffer());
+      }
+    }
+  }
+  uint8_t* run_buffer() {
+    if (!kept_) kept_.emplace(L_->run * L_->w);  // kept by the thread between tensors
+    return kept_->data();
+  }
+  // Joins run r_, whose planes start at `planes`, into the next ByteOut.
+  void join(const uint8_t* planes) {
+    const size_t m = L_->run_elements(r_), per_chunk = kChunk / L_->w;
+    std::array<uint8_t, kChunk> chunk;
+    for (size_t i = 0; i < m; i += per_chunk) {
+      const size_t k = std::min(per_chunk, m - i);
+      join_run(planes, m, L_->w, i, k, chunk.data());
+      out_.write({chunk.data(), k * L_->w});
+    }
+    ++r_;
+  }
+
+  ByteOut& out_;
+  uint64_t size_, got_ = 0, block_;
+  std::optional<Layout> L_;  // once the width byte is in
+  size_t r_ = 0, fill_ = 0;  // the run being read, and its bytes in the run buffer
+  std::optional<ThreadBuffer> kept_;
+  std::unique_ptr<uint8_t[]> whole_;  // without blocks: the stream held whole
+};
 
 class Shuffle final : public Lossless {
  public:
   Shuffle(unsigned width, uint64_t block) : width_(width), block_(block) {}
-  unsigned width_for(uint8_t hint) const { return width_ ? width_ : hint ? hint : 1; }
-  std::vector<uint8_t> encode(std::span<const uint8_t> in, uint8_t hint) const override {
-    const Layout L(in.size(), width_for(hint), block_);
-    std::vector<uint8_t> out;
-    reserve_fresh(out, in.size() + 1);
-    out.resize(in.size() + 1);
-    out[0] = static_cast<uint8_t>(L.w);
-    for (size_t r = 0; r < L.runs(); ++r)
-      split_run(in.data() + r * L.run * L.w, L.run_elements(r), L.w, out.data() + 1 + r * L.run * L.w);
-    std::copy(in.begin() + static_cast<std::ptrdiff_t>(L.body), in.end(), out.begin() + 1 + static_cast<std::ptrdiff_t>(L.body));
-    return out;
+  std::unique_ptr<ByteOut> encoder(ByteOut& out, uint64_t size, uint8_t hint) const override {
+    return std::make_unique<Encode>(out, size, width_ ? width_ : hint ? hint : 1, block_);
   }
-  // The same bytes made on demand, plane by plane of each run: each piece gathers byte j of
-  // elements of one run (nothing as large as the tensor is allocated; with blocks, each run is
-  // read from memory once and its other planes from cache).
-  Pieces encode_pieces(std::span<const uint8_t> in, uint8_t hint) const override {
-    const Layout L(in.size(), width_for(hint), block_);
-    Pieces p;
-    p.size = in.size() + 1;
-    p.next = [in, L, at = uint64_t{0}](uint8_t* dst, size_t cap) mutable -> size_t {
-      size_t done = 0;
-      if (at == 0 && cap > 0) {
-        dst[done++] = static_cast<uint8_t>(L.w);
-        at = 1;
-      }
-      while (done < cap && at <= in.size()) {
-        const size_t q = at - 1;  // position in the shuffled bytes
-        size_t count;
-        if (q < L.body) {
-          const size_t r = q / (L.run * L.w), m = L.run_elements(r), in_run = q - r * L.run * L.w;
-          const auto j = static_cast<unsigned>(in_run / m);
-          const size_t i = in_run % m;
-          count = std::min(cap - done, m - i);
-          gather(in.data(), L.w, j, r * L.run + i, count, dst + done);
-        } else {  // the partial last element, as is
-          count = std::min(cap - done, in.size() - q);
-          std::copy_n(in.data() + q, count, dst + done);
-        }
-        done += count;
-        at += count;
-      }
-      return done;
-    };
-    return p;
-  }
-  std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const override {
-    if (in.empty()) fail(ErrorCode::Corrupt, "shuffle: empty stream");
-    const Layout L(checked_size(in.size() - 1, max_out), width_of(in[0]), block_);
-    // Joined in cache-sized chunks appended to fresh memory (written once).
-    std::vector<uint8_t> out;
-    append_chunked<16384>(out, in.size() - 1, [&](uint8_t* dst, size_t first, size_t count) {
-      join_range(in.data() + 1, L, first, count, dst);
-    });
-    return out;
-  }
-  // With blocks, a run's planes are together in the stream: each run is read from the stage
-  // before (zstd) into a buffer in cache and joined from there, so the decoded stream is never
-  // held whole. Without blocks, decode() needs all of it.
-  bool takes_pieces() const noexcept override { return block_ != 0; }
-  std::vector<uint8_t> decode_from(const Pieces& in, uint64_t max_out) const override {
-    if (block_ == 0 || in.size == 0) return Lossless::decode_from(in, max_out);
-    uint8_t width = 0;
-    read(in, &width, 1);
-    const Layout L(checked_size(in.size - 1, max_out), width_of(width), block_);
-    const size_t run_bytes = L.run * L.w;
-    const ThreadBuffer buffer(run_bytes);  // kept by the thread between tensors
-    std::vector<uint8_t> out;
-    reserve_fresh(out, static_cast<size_t>(in.size - 1));
-    uint8_t chunk[16384];
-    const size_t per_chunk = sizeof chunk / L.w;  // whole elements per chunk
-    for (size_t r = 0; r < L.runs(); ++r) {
-      const size_t m = L.run_elements(r);
-      read(in, buffer.data(), m * L.w);
-      for (size_t i = 0; i < m; i += per_chunk) {
-        const size_t k = std::min(per_chunk, m - i);
-        join_run(buffer.data(), m, L.w, i, k, chunk);
-        out.insert(out.end(), chunk, chunk + k * L.w);
-      }
-    }
-    const size_t tail = static_cast<size_t>(in.size - 1) - L.body;
-    read(in, chunk, tail);
-    out.insert(out.end(), chunk, chunk + tail);
-    return out;
+  std::unique_ptr<ByteOut> decoder(ByteOut& out, uint64_t size, uint64_t max_out) const override {
+    return std::make_unique<Decode>(out, size, max_out, block_);
   }
 
  private:
-  static unsigned width_of(uint8_t w) {
-    if (w == 0) fail(ErrorCode::Corrupt, "shuffle: element width 0");
-    return w;
-  }
-  static size_t checked_size(uint64_t size, uint64_t max_out) {
-    if (size > max_out) fail(ErrorCode::Corrupt, "shuffle: stream larger than the tensor allows");
-    return static_cast<size_t>(size);
-  }
-  // The next `count` bytes of the pieces.
-  static void read(const Pieces& in, uint8_t* dst, size_t count) {
-    for (size_t done = 0; done < count;) {
-      const size_t got = in.next(dst + done, count - done);
-      if (got == 0) fail(ErrorCode::Corrupt, "shuffle: stream ended early");
-      done += got;
-    }
-  }
-
   unsigned width_;
   uint64_t block_;  // elements per run; 0 = the whole stream is one run
 };

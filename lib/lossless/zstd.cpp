@@ -83,163 +83,229 @@ DContext take_dctx() {
   return d;
 }
 
-class Zstd final : public Lossless {
+// The frame's content size, checked against the bound.
+uint64_t content_size(std::span<const uint8_t> head, uint64_t max_out) {
+  const unsigned long long size = ZSTD_getFrameContentSize(head.data(), head.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
+    fail(ErrorCode::Corrupt, "zstd: not a zstd frame with a content size");
+  if (size > max_out)
+    fail(ErrorCode::Corrupt, "zstd: frame claims " + std::to_string(size) +
+                                 " bytes, more than the tensor allows (" + std::to_string(max_out) + ")");
+  return size;
+}
+
+struct Tuning {
+  int level, minmatch, hashlog;  // minmatch, hashlog 0: the level's own
+};
+
+// The encoder. Input written whole in one write() is read in place (ZSTD_c_stableInBuffer: no
+// copy through a window buffer of zstd's own, ~2 MB per job at level 3). Input handed over in
+// pieces (room()/commit() or smaller writes) is gathered into a buffer of zstd's preferred input
+// size and compressed each time it fills, the last piece ending the frame; with zstd 1.5.4 that
+// is the frame of the whole input at levels ≥ 1 (negative levels differ slightly;
+// test_lossless.cpp checks both). Output goes into the next ByteOut's room when it offers one
+// (the stream's vector: only the compressed bytes are touched), else through a buffer.
+class Encode final : public ByteOut {
  public:
-  Zstd(int level, int minmatch, int hashlog) : level_(level), minmatch_(minmatch), hashlog_(hashlog) {}
-  // Streamed into a vector that grows by what zstd writes (its capacity reserved up front, so it
-  // never moves): only the compressed bytes are touched. A compressBound-sized output buffer
-  // would keep about the input's size resident per running job until the record is written
-  // (or cost a shrinking copy): the memory bound of a multi-threaded lossless encode.
-  std::vector<uint8_t> encode(std::span<const uint8_t> in, uint8_t) const override {
-    auto cctx = context(in.size());
-    // The input stays put until the frame ends: zstd reads it in place instead of copying it
-    // through a window-sized buffer of its own (~2 MB per job at level 3).
-    checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_stableInBuffer, 1));
-    std::vector<uint8_t> out = output_for(in.size());
-    ZSTD_inBuffer src{in.data(), in.size(), 0};
-    compress(cctx.get(), src, ZSTD_e_end, out);
-    return out;
+  Encode(const Tuning& t, ByteOut& out, uint64_t size) : out_(out), size_(size), cctx_(take_cctx()) {
+    checked(ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_compressionLevel, t.level));
+    // Encoder-only tuning (the frame does not record it; any zstd decoder reads the result).
+    if (t.minmatch) checked(ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_minMatch, t.minmatch));
+    if (t.hashlog) checked(ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_hashLog, t.hashlog));
+    checked(ZSTD_CCtx_setPledgedSrcSize(cctx_.get(), size));  // the frame records the size
+    out_.begin(ZSTD_compressBound(static_cast<size_t>(size)), false);
   }
-  // The pieces are read into a buffer of zstd's preferred input size and fed as they come (zstd
-  // keeps its window in its own buffer). With zstd 1.5.4 this is the frame encode() writes at
-  // levels ≥ 1 (negative levels differ slightly; test_lossless.cpp checks both).
-  bool reads_pieces() const noexcept override { return true; }
-  std::vector<uint8_t> encode_from(const Pieces& pieces, uint8_t) const override {
-    auto cctx = context(pieces.size);
-    std::vector<uint8_t> out = output_for(pieces.size);
-    // At most zstd's preferred input size, and no larger than the content: a tensor of a few
-    // bytes does not allocate (and zero) 128 KiB.
-    const size_t cap = static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(pieces.size, ZSTD_CStreamInSize())));
-    const std::unique_ptr<uint8_t[]> buffer(new uint8_t[cap]);  // written by pieces.next before it is read
-    const std::span<uint8_t> piece(buffer.get(), cap);
-    uint64_t left = pieces.size;
-    do {
-      const size_t want = static_cast<size_t>(std::min<uint64_t>(left, piece.size()));
-      if (pieces.next(piece.data(), want) != want) fail(ErrorCode::Internal, "zstd: pieces ended early");
-      left -= want;
-      ZSTD_inBuffer src{piece.data(), want, 0};
-      compress(cctx.get(), src, left ? ZSTD_e_continue : ZSTD_e_end, out);
-    } while (left);
-    return out;
+  void begin(uint64_t, bool) override {}
+  void write(std::span<const uint8_t> bytes) override {
+    if (got_ == 0 && !buffer_ && bytes.size() == size_ && size_ > 0) {  // all of it, held in place
+      checked(ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_stableInBuffer, 1));
+      got_ = size_;
+      ZSTD_inBuffer src{bytes.data(), bytes.size(), 0};
+      compress(src, ZSTD_e_end);
+      return;
+    }
+    write_into_room(*this, bytes, "zstd");
   }
-  std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const override {
-    // Streamed out in cache-sized chunks appended to fresh memory: the output is written once
-    // (a zero-filled buffer handed to ZSTD_decompress is written twice).
-    return collect(decode_pieces(Chunks::of(in), max_out));
+  std::span<uint8_t> room(size_t want) override {
+    if (!buffer_) {
+      // At most zstd's preferred input size, and no larger than the content: a tensor of a few
+      // bytes does not allocate 128 KiB.
+      cap_ = static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(size_, ZSTD_CStreamInSize())));
+      buffer_ = std::make_unique_for_overwrite<uint8_t[]>(cap_);
+    }
+    return {buffer_.get() + fill_, std::min(want, cap_ - fill_)};
   }
-  // The content front to back through zstd's streaming decoder (its window buffer in cache),
-  // reading the input chunk by chunk as it needs it. Once the last byte is out, the frame's end
-  // (and its checksum, if any) is read and bytes after the frame are refused.
-  bool takes_chunks() const noexcept override { return true; }
-  Pieces decode_pieces(const Chunks& in, uint64_t max_out) const override {
-    const std::span<const uint8_t> first = in.next();
-    Pieces p;
-    p.size = content_size(first, max_out);
-    std::shared_ptr<ZSTD_DCtx> dctx = take_dctx();
-    p.next = [dctx, in, src = ZSTD_inBuffer{first.data(), first.size(), 0}, left = p.size, hint = size_t{1},
-              ended = false](uint8_t* dst, size_t cap) mutable -> size_t {
-      // One call of the decoder, with the next chunk in place when the current one is used up.
-      auto step = [&](ZSTD_outBuffer& o) {
-        if (src.pos == src.size) {
-          const std::span<const uint8_t> c = in.next();
-          src = ZSTD_inBuffer{c.data(), c.size(), 0};
-        }
-        const size_t before_in = src.pos, before_out = o.pos;
-        hint = ZSTD_decompressStream(dctx.get(), &o, &src);  // 0 once the frame is complete
-        if (ZSTD_isError(hint) || (src.pos == before_in && o.pos == before_out))
-          fail(ErrorCode::Corrupt, "zstd: corrupt frame");
-      };
-      const size_t want = static_cast<size_t>(std::min<uint64_t>(cap, left));
-      ZSTD_outBuffer o{dst, want, 0};
-      while (o.pos < want) {
-        step(o);
-        if (hint == 0 && o.pos < want) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
-      }
-      left -= want;
-      if (left == 0 && !ended) {
-        ended = true;
-        std::array<uint8_t, 1> extra{};
-        ZSTD_outBuffer e{extra.data(), extra.size(), 0};
-        while (hint != 0) {  // every byte is out; the frame's end is still to come
-          step(e);
-          if (e.pos != 0) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
-        }
-        if (src.pos != src.size || !in.next().empty())
-          fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
-      }
-      return want;
-    };
-    return p;
+  void commit(size_t k) override {
+    fill_ += k;
+    got_ += k;
+    if (got_ > size_) fail(ErrorCode::Internal, "zstd: more input than announced");
+    if (fill_ == cap_ || got_ == size_) {
+      ZSTD_inBuffer src{buffer_.get(), fill_, 0};
+      compress(src, got_ == size_ ? ZSTD_e_end : ZSTD_e_continue);
+      fill_ = 0;
+    }
   }
-  // For a next stage to undo: the frame decoded in one call straight into memory that is not
-  // zero-filled first (no window buffer of zstd's own, no pieces to append).
-  Scratch decode_scratch(std::span<const uint8_t> in, uint64_t max_out) const override {
-    const uint64_t size = content_size(in, max_out);
-    const size_t framed = ZSTD_findFrameCompressedSize(in.data(), in.size());
-    if (ZSTD_isError(framed)) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
-    if (framed != in.size()) fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
-    DContext dctx = take_dctx();
-    Scratch out;
-    out.size = static_cast<size_t>(size);
-    out.data = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(out.size, 1));
-    prepare_written(out.data.get(), out.size);
-    const size_t got = ZSTD_decompressDCtx(dctx.get(), out.data.get(), out.size, in.data(), in.size());
-    if (ZSTD_isError(got) || got != out.size) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
-    return out;
+  void end() override {
+    if (got_ != size_) fail(ErrorCode::Internal, "zstd: input ended early");
+    if (!ended_) {  // an empty input: the frame is still to be written
+      ZSTD_inBuffer src{nullptr, 0, 0};
+      compress(src, ZSTD_e_end);
+    }
+    out_.end();
   }
 
  private:
-  // The frame's content size, checked against the bound.
-  static uint64_t content_size(std::span<const uint8_t> in, uint64_t max_out) {
-    const unsigned long long size = ZSTD_getFrameContentSize(in.data(), in.size());
-    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
-      fail(ErrorCode::Corrupt, "zstd: not a zstd frame with a content size");
-    if (size > max_out)
-      fail(ErrorCode::Corrupt, "zstd: frame claims " + std::to_string(size) +
-                                   " bytes, more than the tensor allows (" + std::to_string(max_out) + ")");
-    return size;
-  }
-  CContext context(uint64_t size) const {
-    CContext cctx = take_cctx();
-    checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level_));
-    // Encoder-only tuning (the frame does not record it; any zstd decoder reads the result).
-    if (minmatch_) checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_minMatch, minmatch_));
-    if (hashlog_) checked(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_hashLog, hashlog_));
-    checked(ZSTD_CCtx_setPledgedSrcSize(cctx.get(), size));  // the frame records the size
-    return cctx;
-  }
-  static std::vector<uint8_t> output_for(uint64_t size) {
-    std::vector<uint8_t> out;
-    // Address space: the bound is rarely written whole; compress() maps pages as it goes. (Not
-    // a step more: a tiny tensor then holds a few bytes, not zstd's 128 KiB output step.)
-    out.reserve(ZSTD_compressBound(size));
-    advise_huge_pages(out.data(), out.capacity());
-    return out;
-  }
-  // Compresses all of src (ZSTD_e_continue) or ends the frame (ZSTD_e_end), appending to out.
-  static void compress(ZSTD_CCtx* cctx, ZSTD_inBuffer& src, ZSTD_EndDirective mode, std::vector<uint8_t>& out) {
+  // Compresses all of src (ZSTD_e_continue) or ends the frame (ZSTD_e_end).
+  void compress(ZSTD_inBuffer& src, ZSTD_EndDirective mode) {
     for (;;) {
-      const size_t pos = out.size();
-      // zstd's output step, within the reserved bound (resize zero-fills what it adds; the frame
-      // does not depend on the room zstd is given). Past the bound, which a frame never
-      // reaches, a whole step.
-      const size_t room = out.capacity() - pos;
-      const size_t step = room > 0 ? std::min(room, ZSTD_CStreamOutSize()) : ZSTD_CStreamOutSize();
-      // The reserved storage is fresh: its pages are mapped 1 MiB at a time, ahead of the
-      // writes, when the next step crosses into a new MiB (at most 1 MiB mapped unwritten).
-      constexpr size_t kAhead = size_t{1} << 20;
-      const size_t mapped = (pos + kAhead - 1) / kAhead * kAhead;
-      if (pos + step > mapped && mapped < out.capacity())
-        populate_write(out.data() + mapped, std::min(kAhead, out.capacity() - mapped));
-      out.resize(pos + step);
-      ZSTD_outBuffer dst{out.data(), out.size(), pos};
-      const size_t left = checked(ZSTD_compressStream2(cctx, &dst, &src, mode));
-      out.resize(dst.pos);
-      if (mode == ZSTD_e_end ? left == 0 : src.pos == src.size) return;
+      std::span<uint8_t> dst = out_.room(ZSTD_CStreamOutSize());
+      const bool own = dst.empty();
+      if (own) {
+        if (!spare_) spare_ = std::make_unique_for_overwrite<uint8_t[]>(ZSTD_CStreamOutSize());
+        dst = {spare_.get(), ZSTD_CStreamOutSize()};
+      }
+      ZSTD_outBuffer o{dst.data(), dst.size(), 0};
+      const size_t left = checked(ZSTD_compressStream2(cctx_.get(), &o, &src, mode));
+      if (own) out_.write({dst.data(), o.pos});
+      else out_.commit(o.pos);
+      if (mode == ZSTD_e_end ? left == 0 : src.pos == src.size) break;
+    }
+    ended_ = mode == ZSTD_e_end;
+  }
+
+  ByteOut& out_;
+  uint64_t size_, got_ = 0;
+  CContext cctx_;
+  std::unique_ptr<uint8_t[]> buffer_, spare_;
+  size_t cap_ = 0, fill_ = 0;
+  bool ended_ = false;
+};
+
+// The decoder. A frame handed over whole to a next ByteOut that offers room for all of its
+// content (a stage before that holds its input whole) is decoded in one call straight into it;
+// otherwise the content is streamed through zstd's decoder (its window buffer in cache) into the
+// next ByteOut's room or a cache-sized buffer, reading the input as it comes. The frame's end
+// (and its checksum, if any) is read, and bytes after the frame are refused.
+class Decode final : public ByteOut {
+ public:
+  Decode(ByteOut& out, uint64_t size, uint64_t max_out) : out_(out), size_(size), max_out_(max_out) {}
+  void begin(uint64_t, bool) override {}
+  void write(std::span<const uint8_t> bytes) override {
+    got_ += bytes.size();
+    if (got_ > size_) fail(ErrorCode::Internal, "zstd: more input than announced");
+    if (!started_) {
+      if (bytes.size() == size_ && whole(bytes)) return;
+      // The frame header, gathered until it is whole (or the stream ends).
+      const size_t need = static_cast<size_t>(std::min<uint64_t>(size_, ZSTD_FRAMEHEADERSIZE_MAX));
+      const size_t k = std::min(need - head_fill_, bytes.size());
+      std::copy_n(bytes.begin(), k, head_.begin() + static_cast<std::ptrdiff_t>(head_fill_));
+      head_fill_ += k;
+      bytes = bytes.subspan(k);
+      if (head_fill_ < need) return;
+      start();
+      feed({head_.data(), head_fill_});
+    }
+    feed(bytes);
+  }
+  void end() override {
+    if (got_ != size_) fail(ErrorCode::Internal, "zstd: input ended early");
+    if (!started_) {  // fewer bytes than a frame header
+      start();
+      feed({head_.data(), head_fill_});
+    }
+    if (done_ < content_ || hint_ != 0) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+    out_.end();
+  }
+
+ private:
+  // One call for a whole frame, when the next ByteOut holds all of its content in place.
+  bool whole(std::span<const uint8_t> bytes) {
+    content_ = content_size(bytes, max_out_);
+    started_ = true;
+    out_.begin(content_, true);
+    const std::span<uint8_t> dst = content_ ? out_.room(static_cast<size_t>(content_)) : std::span<uint8_t>();
+    if (content_ == 0 || dst.size() < content_) {
+      if (!dst.empty()) out_.commit(0);
+      dctx_ = take_dctx();
+      feed(bytes);
+      return true;
+    }
+    const size_t framed = ZSTD_findFrameCompressedSize(bytes.data(), bytes.size());
+    if (ZSTD_isError(framed)) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+    if (framed != bytes.size()) fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
+    const DContext dctx = take_dctx();
+    const size_t n = ZSTD_decompressDCtx(dctx.get(), dst.data(), dst.size(), bytes.data(), bytes.size());
+    if (ZSTD_isError(n) || n != content_) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+    out_.commit(n);
+    done_ = content_;
+    hint_ = 0;
+    return true;
+  }
+  void start() {
+    content_ = content_size({head_.data(), head_fill_}, max_out_);
+    started_ = true;
+    out_.begin(content_, true);
+    dctx_ = take_dctx();
+  }
+  // Decodes what `bytes` hold, as far as they go.
+  void feed(std::span<const uint8_t> bytes) {
+    ZSTD_inBuffer src{bytes.data(), bytes.size(), 0};
+    for (;;) {
+      const size_t before_in = src.pos;
+      size_t made = 0;
+      if (done_ < content_) {  // content still to come
+        const size_t want = static_cast<size_t>(std::min<uint64_t>(content_ - done_, kChunk));
+        std::span<uint8_t> dst = out_.room(want);
+        const bool own = dst.empty();
+        if (own) dst = {chunk_.data(), want};
+        ZSTD_outBuffer o{dst.data(), dst.size(), 0};
+        hint_ = ZSTD_decompressStream(dctx_.get(), &o, &src);
+        if (ZSTD_isError(hint_)) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+        made = o.pos;
+        if (own) out_.write({dst.data(), made});
+        else out_.commit(made);
+        done_ += made;
+        if (hint_ == 0 && done_ < content_) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+      } else {  // every byte is out; the frame's end is still to come
+        if (hint_ == 0) {
+          if (src.pos != src.size) fail(ErrorCode::Corrupt, "zstd: corrupt frame (bytes after the frame)");
+          return;
+        }
+        std::array<uint8_t, 1> extra{};
+        ZSTD_outBuffer e{extra.data(), extra.size(), 0};
+        hint_ = ZSTD_decompressStream(dctx_.get(), &e, &src);
+        if (ZSTD_isError(hint_) || e.pos != 0) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+      }
+      if (made == 0 && src.pos == before_in) {  // nothing more from these bytes
+        if (src.pos == src.size) return;
+        fail(ErrorCode::Corrupt, "zstd: corrupt frame");
+      }
     }
   }
 
-  int level_, minmatch_, hashlog_;  // 0: the level's own
+  static constexpr size_t kChunk = 16384;
+  ByteOut& out_;
+  uint64_t size_, max_out_, got_ = 0, content_ = 0, done_ = 0;
+  bool started_ = false;
+  size_t hint_ = 1;  // ZSTD_decompressStream's: 0 once the frame is complete
+  std::array<uint8_t, ZSTD_FRAMEHEADERSIZE_MAX> head_{};
+  size_t head_fill_ = 0;
+  DContext dctx_{nullptr, give_back_dctx};
+  std::array<uint8_t, kChunk> chunk_;
+};
+
+class Zstd final : public Lossless {
+ public:
+  explicit Zstd(const Tuning& t) : tuning_(t) {}
+  std::unique_ptr<ByteOut> encoder(ByteOut& out, uint64_t size, uint8_t) const override {
+    return std::make_unique<Encode>(tuning_, out, size);
+  }
+  std::unique_ptr<ByteOut> decoder(ByteOut& out, uint64_t size, uint64_t max_out) const override {
+    return std::make_unique<Decode>(out, size, max_out);
+  }
+
+ private:
+  Tuning tuning_;
 };
 
 }  // namespace
@@ -250,8 +316,8 @@ std::unique_ptr<Stage> make_zstd(const Params& p, uint32_t) {
     fail(ErrorCode::Usage, "zstd: minmatch must be 0 (the level's) or 3..7, got " + std::to_string(minmatch));
   if (hashlog != 0 && hashlog < 6)
     fail(ErrorCode::Usage, "zstd: hashlog must be 0 (the level's) or 6..25, got " + std::to_string(hashlog));
-  auto s = std::make_unique<Zstd>(static_cast<int>(p.integer("level")), static_cast<int>(minmatch),
-                                  static_cast<int>(hashlog));
+  auto s = std::make_unique<Zstd>(
+      Tuning{static_cast<int>(p.integer("level")), static_cast<int>(minmatch), static_cast<int>(hashlog)});
   s->only_stream = p.text("stream") == "all" ? "" : p.text("stream");
   return s;
 }

@@ -24,11 +24,91 @@ const Lossless& lossless(const std::string& text, std::unique_ptr<Stage>& keep) 
   keep = find_stage(s.name)->make(s.params, s.version);
   return *static_cast<Lossless*>(keep.get());
 }
-// A stage's two decoders: decode() and decode_scratch() (for a next stage to undo).
-std::vector<uint8_t> decode_with(const Lossless& l, bool scratch, std::span<const uint8_t> in, uint64_t max_out) {
-  if (!scratch) return l.decode(in, max_out);
-  const Lossless::Scratch s = l.decode_scratch(in, max_out);
-  return {s.bytes().begin(), s.bytes().end()};
+// A ByteOut that checks the protocol (begin once, then the bytes, then end; the exact size
+// when begin() said so) and keeps the bytes. `room_step`: 0 offers no room (write() only),
+// SIZE_MAX offers all that is asked, else at most that many bytes at a time.
+class Collect final : public ByteOut {
+ public:
+  explicit Collect(size_t room_step = 0) : step_(room_step) {}
+  void begin(uint64_t size, bool exact) override {
+    CHECK_FALSE(begun_);
+    begun_ = true;
+    size_ = size, exact_ = exact;
+  }
+  void write(std::span<const uint8_t> b) override {
+    REQUIRE(begun_);
+    REQUIRE_FALSE(ended_);
+    bytes.insert(bytes.end(), b.begin(), b.end());
+  }
+  std::span<uint8_t> room(size_t want) override {
+    REQUIRE(begun_);
+    if (step_ == 0) return {};
+    base_ = bytes.size();
+    bytes.resize(base_ + std::min(want, step_));
+    std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(base_), bytes.end(), uint8_t{0xee});  // unspecified content
+    return {bytes.data() + base_, bytes.size() - base_};
+  }
+  void commit(size_t k) override {
+    REQUIRE(base_ + k <= bytes.size());
+    bytes.resize(base_ + k);
+  }
+  void end() override {
+    REQUIRE(begun_);
+    CHECK_FALSE(ended_);
+    ended_ = true;
+    if (exact_) CHECK(bytes.size() == size_);
+    else CHECK(bytes.size() <= size_);
+  }
+  std::vector<uint8_t> bytes;
+  bool ended_ = false;
+
+ private:
+  size_t step_, base_ = 0;
+  bool begun_ = false, exact_ = false;
+  uint64_t size_ = 0;
+};
+
+// Writes `in` into `to` in pieces of `step` bytes (0: whole), through room() when `by_room`.
+void feed(ByteOut& to, std::span<const uint8_t> in, size_t step, bool by_room = false) {
+  if (step == 0) step = std::max<size_t>(in.size(), 1);
+  for (size_t at = 0; at < in.size();) {
+    const size_t k = std::min(step, in.size() - at);
+    std::span<uint8_t> r = by_room ? to.room(k) : std::span<uint8_t>();
+    if (!r.empty()) {
+      std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(at), r.size(), r.begin());
+      to.commit(r.size());
+      at += r.size();
+    } else {
+      to.write(in.subspan(at, k));
+      at += k;
+    }
+  }
+}
+// The stage's decoder over `in` written in pieces of `in_step` (0: whole), into a Collect with
+// `room_step`.
+std::vector<uint8_t> decode_via(const Lossless& l, std::span<const uint8_t> in, uint64_t max_out, size_t in_step = 0,
+                                size_t room_step = 0) {
+  Collect out(room_step);
+  auto d = l.decoder(out, in.size(), max_out);
+  feed(*d, in, in_step);
+  d->end();
+  REQUIRE(out.ended_);
+  return out.bytes;
+}
+// decode(), or the decoder writing into room for all of its output (a next stage that holds it).
+std::vector<uint8_t> decode_with(const Lossless& l, bool into_room, std::span<const uint8_t> in, uint64_t max_out) {
+  return into_room ? decode_via(l, in, max_out, 0, SIZE_MAX) : l.decode(in, max_out);
+}
+// The stage's encoder over `in` written in pieces of `in_step` (0: whole; through room() when
+// `by_room`), into a Collect with `room_step`.
+std::vector<uint8_t> encode_via(const Lossless& l, std::span<const uint8_t> in, uint8_t width, size_t in_step = 0,
+                                bool by_room = false, size_t room_step = 0) {
+  Collect out(room_step);
+  auto e = l.encoder(out, in.size(), width);
+  feed(*e, in, in_step, by_room);
+  e->end();
+  REQUIRE(out.ended_);
+  return out.bytes;
 }
 std::vector<uint8_t> bytes_of(size_t n, uint64_t seed, bool compressible) {
   Rng r(seed);
@@ -52,7 +132,15 @@ TEST_CASE("lossless stages round-trip any bytes exactly", "[lossless]") {
         auto in = bytes_of(n, n, comp);
         auto enc = l.encode(in, 4);
         CHECK(l.decode(enc, n) == in);
-        CHECK(decode_with(l, true, enc, n) == in);
+        // The decoder's input in pieces, its output into room for all of it or in small steps.
+        CHECK(decode_via(l, enc, n, 0, SIZE_MAX) == in);
+        CHECK(decode_via(l, enc, n, 1000, 4096) == in);
+        CHECK(decode_via(l, enc, n, 7, 0) == in);
+        // The encoder's input in pieces (through its room), its output into small room steps:
+        // the same bytes (zstd at a negative level aside, see below), which decode.
+        const auto pieces = encode_via(l, in, 4, 1000, true, 7);
+        if (std::string(text).find("level=-") == std::string::npos) CHECK(pieces == enc);
+        CHECK(l.decode(pieces, n) == in);
         if (comp && n >= 1000 && std::string(text).rfind("shuffle", 0) != 0) CHECK(enc.size() < n / 4);
       }
     }
@@ -83,35 +171,13 @@ TEST_CASE("shuffle with blocks shuffles each run of elements on its own", "[loss
   CHECK(plain != want);
 }
 
-namespace {
-// Pieces handing out `bytes` in pieces of at most `step` bytes.
-Lossless::Pieces pieces_of(const std::vector<uint8_t>& bytes, size_t step) {
-  return {bytes.size(), [&bytes, step, at = size_t{0}](uint8_t* dst, size_t cap) mutable -> size_t {
-            const size_t k = std::min({cap, step, bytes.size() - at});
-            std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(at), k, dst);
-            at += k;
-            return k;
-          }};
-}
-// The bytes as chunks of `size` (the first at least 64, as ContainerReader::stream_chunks).
-Lossless::Chunks chunks_of(std::span<const uint8_t> bytes, size_t size) {
-  size = std::max<size_t>(size, 64);
-  return {bytes.size(), [bytes, size, at = size_t{0}]() mutable -> std::span<const uint8_t> {
-            const size_t k = std::min(size, bytes.size() - at);
-            at += k;
-            return bytes.subspan(at - k, k);
-          }};
-}
-}  // namespace
-
-TEST_CASE("shuffle with blocks undoes zstd's pieces as they come, to decode()'s bytes", "[lossless]") {
-  std::unique_ptr<Stage> kz, k0;
+TEST_CASE("shuffle with blocks undoes zstd's output as it comes, to decode()'s bytes", "[lossless]") {
+  std::unique_ptr<Stage> kz;
   const Lossless& zstd = lossless("zstd(level=1, minmatch=7, hashlog=10)", kz);
-  CHECK_FALSE(lossless("shuffle", k0).takes_pieces());
-  for (const char* text : {"shuffle(block=1000)", "shuffle(width=3, block=4097)", "shuffle(block=262144)"}) {
+  for (const char* text : {"shuffle", "shuffle(block=1000)", "shuffle(width=3, block=4097)", "shuffle(block=262144)"}) {
     std::unique_ptr<Stage> keep;
     const Lossless& l = lossless(text, keep);
-    CHECK(l.takes_pieces());
+    const Lossless* chain[] = {&l, &zstd};
     for (size_t count : {0, 1, 999, 1000, 1001, 70001, 300001}) {
       INFO(text << " floats=" << count);
       auto floats = gaussian(count, count + 9, 1e-3f);
@@ -120,65 +186,76 @@ TEST_CASE("shuffle with blocks undoes zstd's pieces as they come, to decode()'s 
       in.push_back(0x5a);  // a partial last element
       const auto shuffled = l.encode(in, 4);
       const auto frame = zstd.encode(shuffled, 4);
-      CHECK(l.decode_from(zstd.decode_pieces(Lossless::Chunks::of(frame), shuffled.size()), in.size()) == in);
-      CHECK(l.decode_from(zstd.decode_pieces(chunks_of(frame, 1000), shuffled.size()), in.size()) == in);
-      for (size_t step : {1, 7, 4096}) CHECK(l.decode_from(pieces_of(shuffled, step), in.size()) == in);
+      std::vector<uint8_t> chained;
+      Lossless::encode_chain(chain, in, 4, chained);
+      CHECK(chained == frame);
+      for (size_t in_chunk : {size_t{0}, size_t{64}, size_t{1000}}) {
+        INFO("stored bytes in chunks of " << in_chunk);
+        std::vector<uint8_t> back;
+        Lossless::decode_chain(chain, frame.size(), [&](ByteOut& o) { feed(o, frame, in_chunk); }, in.size() + 16, back);
+        CHECK(back == in);
+      }
+      for (size_t step : {1, 7, 4096}) CHECK(decode_via(l, shuffled, in.size(), step) == in);
+      for (size_t step : {7, 4096}) CHECK(decode_via(l, shuffled, in.size(), step, step / 2) == in);
       CHECK(l.decode(shuffled, in.size()) == in);
     }
   }
-  // Refusals: beyond the bound, pieces that end early, a zero width.
+  // Refusals: beyond the bound, a stream that ends early, a zero width.
   std::unique_ptr<Stage> keep;
   const Lossless& l = lossless("shuffle(block=100)", keep);
   const std::vector<uint8_t> in(4001, 7);
   const auto shuffled = l.encode(in, 4);
-  CHECK_THROWS_AS(l.decode_from(pieces_of(shuffled, 64), in.size() - 1), Error);
-  Lossless::Pieces short_pieces = pieces_of(shuffled, 64);
-  short_pieces.size += 4;  // claims more than it has
-  CHECK_THROWS_AS(l.decode_from(short_pieces, in.size() + 4), Error);
+  CHECK_THROWS_AS(decode_via(l, shuffled, in.size() - 1, 64), Error);
+  {
+    Collect out;
+    auto d = l.decoder(out, shuffled.size() + 4, in.size() + 4);  // announces more than comes
+    feed(*d, shuffled, 64);
+    CHECK_THROWS_AS(d->end(), Error);
+  }
   auto zero = shuffled;
   zero[0] = 0;
-  CHECK_THROWS_AS(l.decode_from(pieces_of(zero, 64), in.size()), Error);
+  CHECK_THROWS_AS(decode_via(l, zero, in.size(), 64), Error);
+  CHECK_THROWS_AS(decode_via(l, {}, in.size()), Error);  // no width byte
 }
 
-TEST_CASE("zstd's pieces are its decode() bytes and refuse what decode() refuses", "[lossless]") {
+TEST_CASE("zstd decodes its input as it comes, to decode()'s bytes, and refuses what decode() refuses", "[lossless]") {
   std::unique_ptr<Stage> keep;
   const Lossless& z = lossless("zstd(level=1)", keep);
   const auto in = bytes_of(300000, 5, true);
   const auto frame = z.encode(in, 1);
-  CHECK(z.takes_chunks());
-  // Input in chunks of `in_chunk` bytes (0: one chunk), output read `step` bytes at a time.
+  // Input in pieces of `in_chunk` bytes (0: whole), output into room steps of `step` (0: write()).
   auto read_all = [&](std::span<const uint8_t> f, uint64_t max_out, size_t step, size_t in_chunk = 0) {
-    Lossless::Pieces p = z.decode_pieces(in_chunk ? chunks_of(f, in_chunk) : Lossless::Chunks::of(f), max_out);
-    REQUIRE(p.next);
-    std::vector<uint8_t> out(static_cast<size_t>(p.size));
-    for (size_t at = 0; at < out.size();) at += p.next(out.data() + at, std::min(step, out.size() - at));
-    p.next(nullptr, 0);
-    return out;
+    return decode_via(z, f, max_out, in_chunk, step);
   };
-  for (size_t step : {1, 1000, 16384, 1 << 20}) CHECK(read_all(frame, in.size(), step) == in);
-  for (size_t in_chunk : {64, 1000, 65536, 1 << 20}) {
+  for (size_t step : {size_t{0}, size_t{1}, size_t{1000}, size_t{16384}, size_t{1} << 20, SIZE_MAX}) CHECK(read_all(frame, in.size(), step) == in);
+  for (size_t in_chunk : {1, 5, 64, 1000, 65536, 1 << 20}) {  // the frame header split too
     INFO("input chunks of " << in_chunk);
+    CHECK(read_all(frame, in.size(), 0, in_chunk) == in);
     CHECK(read_all(frame, in.size(), 4096, in_chunk) == in);
-    CHECK(read_all(frame, in.size(), 1 << 20, in_chunk) == in);
+    CHECK(read_all(frame, in.size(), SIZE_MAX, in_chunk) == in);
   }
-  for (size_t in_chunk : {0, 64, 1000}) {
-    INFO("input chunks of " << in_chunk);
-    CHECK_THROWS_AS(read_all(frame, in.size() - 1, 4096, in_chunk), Error);  // the bound
-    auto extra = frame;
-    extra.push_back(0);
-    CHECK_THROWS_AS(read_all(extra, in.size(), 4096, in_chunk), Error);  // bytes after the frame
-    // ... also when they come as a chunk of their own, after the frame's last chunk
-    CHECK_THROWS_AS(read_all(extra, in.size(), 4096, frame.size()), Error);
-    for (size_t cut = 0; cut < frame.size(); cut += 1 + frame.size() / 40) {
-      const std::vector<uint8_t> t(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(cut));
-      CHECK_THROWS_AS(read_all(t, in.size(), 4096, in_chunk), Error);
+  for (size_t in_chunk : {0, 1, 64, 1000}) {
+    for (size_t step : {size_t{0}, SIZE_MAX}) {
+      INFO("input chunks of " << in_chunk << ", room " << step);
+      CHECK_THROWS_AS(read_all(frame, in.size() - 1, step, in_chunk), Error);  // the bound
+      auto extra = frame;
+      extra.push_back(0);
+      CHECK_THROWS_AS(read_all(extra, in.size(), step, in_chunk), Error);  // bytes after the frame
+      // ... also when they come as a piece of their own, after the frame's last piece
+      CHECK_THROWS_AS(read_all(extra, in.size(), step, frame.size()), Error);
+      for (size_t cut = 0; cut < frame.size(); cut += 1 + frame.size() / 40) {
+        const std::vector<uint8_t> t(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(cut));
+        CHECK_THROWS_AS(read_all(t, in.size(), step, in_chunk), Error);
+      }
+      // A frame whose last bytes come as a piece of their own.
+      CHECK(read_all(frame, in.size(), step, frame.size() - 2) == in);
     }
-    // A frame whose last bytes come as a chunk of their own.
-    CHECK(read_all(frame, in.size(), 4096, frame.size() - 2) == in);
   }
   const auto empty = z.encode({}, 1);
-  CHECK(read_all(empty, 0, 16).empty());
-  CHECK(read_all(empty, 0, 16, 64).empty());
+  for (size_t step : {size_t{0}, size_t{16}, SIZE_MAX}) {
+    CHECK(read_all(empty, 0, step).empty());
+    CHECK(read_all(empty, 0, step, 1).empty());
+  }
 }
 
 TEST_CASE("lossless decoders refuse corrupt data and outputs beyond the bound", "[lossless]") {
@@ -188,7 +265,7 @@ TEST_CASE("lossless decoders refuse corrupt data and outputs beyond the bound", 
       std::unique_ptr<Stage> keep;
       const Lossless& l = lossless(text, keep);
       auto enc = l.encode(in, 1);
-      INFO(text << (scratch ? " decode_scratch" : " decode"));
+      INFO(text << (scratch ? " into room for all" : " decode"));
       REQUIRE(decode_with(l, scratch, enc, 5000) == in);
       // decompression bomb guard: a bound smaller than the content is refused before inflating
       try {
@@ -212,7 +289,7 @@ TEST_CASE("zstd refuses bytes after its frame and a second frame", "[lossless]")
   const auto in = bytes_of(40000, 3, true);
   const auto enc = l.encode(in, 1);
   for (bool scratch : {false, true}) {
-    INFO((scratch ? "decode_scratch" : "decode"));
+    INFO((scratch ? "into room for all" : "decode"));
     REQUIRE(decode_with(l, scratch, enc, in.size()) == in);
     auto extra = enc;
     extra.push_back(0);
@@ -304,7 +381,7 @@ TEST_CASE("zstd's minmatch and hashlog tune the encoder only; out-of-range value
   }
 }
 
-TEST_CASE("shuffle's pieces are its encode() bytes, whatever the piece size", "[lossless]") {
+TEST_CASE("shuffle's output is its encode() bytes, whatever the room it is given", "[lossless]") {
   for (const char* text : {"shuffle", "shuffle(width=2)", "shuffle(width=4)", "shuffle(width=8)", "shuffle(width=3)",
                            "shuffle(width=4, block=1)", "shuffle(width=4, block=1000)", "shuffle(width=3, block=4097)"}) {
     std::unique_ptr<Stage> keep;
@@ -312,18 +389,11 @@ TEST_CASE("shuffle's pieces are its encode() bytes, whatever the piece size", "[
     for (size_t n : {0, 1, 3, 4, 5, 1000, 16385, 100007}) {
       auto in = bytes_of(n, n + 5, false);
       const auto want = l.encode(in, 4);
+      CHECK(want.size() == n + 1);
       for (size_t cap : {1, 2, 7, 4096, 131072}) {
         INFO(text << " n=" << n << " cap=" << cap);
-        Lossless::Pieces p = l.encode_pieces(in, 4);
-        REQUIRE(p.next);
-        CHECK(p.size == want.size());
-        std::vector<uint8_t> got, piece(cap);
-        for (size_t k; (k = p.next(piece.data(), cap)) > 0;) {
-          CHECK(k <= cap);
-          got.insert(got.end(), piece.begin(), piece.begin() + static_cast<std::ptrdiff_t>(k));
-        }
-        CHECK(got == want);
-        CHECK(p.next(piece.data(), cap) == 0);  // stays at the end
+        CHECK(encode_via(l, in, 4, 0, false, cap) == want);
+        CHECK(encode_via(l, in, 4, cap, true, cap) == want);  // its input gathered too
       }
     }
   }
@@ -332,13 +402,14 @@ TEST_CASE("shuffle's pieces are its encode() bytes, whatever the piece size", "[
 // zstd does not promise the same frame for input fed in pieces as for input held whole: with
 // zstd 1.5.4 it is the same at levels ≥ 1 (the presets') and differs at level -5 (checked here
 // so that a zstd that changes this is noticed: the presets' ratios would move).
-TEST_CASE("zstd reading pieces writes the frame of the whole input; other stages gather them", "[lossless]") {
+TEST_CASE("zstd after shuffle writes the frame of the whole input; a chain gives stage-by-stage bytes", "[lossless]") {
   std::unique_ptr<Stage> keep_shuffle;
   const Lossless& shuffle = lossless("shuffle(width=4)", keep_shuffle);
   for (const char* text : {"zstd(level=1, minmatch=7, hashlog=10)", "zstd(level=3)", "zstd(level=-5)", "lzma(preset=0)"}) {
     std::unique_ptr<Stage> keep;
     const Lossless& l = lossless(text, keep);
-    CHECK(l.reads_pieces() == (std::string(text).rfind("zstd", 0) == 0));
+    const bool is_zstd = std::string(text).rfind("zstd", 0) == 0;
+    const Lossless* chain[] = {&shuffle, &l};
     // Sizes around zstd's 128 KiB input pieces; gradient-like floats (a compressible exponent plane).
     for (size_t count : {0, 1, 32767, 32768, 32769, 300001}) {
       INFO(text << " floats=" << count);
@@ -346,7 +417,8 @@ TEST_CASE("zstd reading pieces writes the frame of the whole input; other stages
       std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(floats.data()), count * 4);
       const auto shuffled = shuffle.encode(in, 4);
       const auto want = l.encode(shuffled, 4);
-      const auto got = l.encode_from(shuffle.encode_pieces(in, 4), 4);
+      std::vector<uint8_t> got;
+      Lossless::encode_chain(chain, in, 4, got);
       if (std::string(text).find("level=-") == std::string::npos) CHECK(got == want);
       else CHECK(static_cast<double>(got.size()) <= 1.01 * static_cast<double>(want.size()) + 64);
       CHECK(l.decode(got, shuffled.size()) == shuffled);
@@ -354,15 +426,17 @@ TEST_CASE("zstd reading pieces writes the frame of the whole input; other stages
       // reserving and zeroing that made many one-element tensors slow to encode; the figure is in
       // docs/performance.md, "Figures behind design choices").
       const size_t room = in.size() + in.size() / 128 + 1024;
-      if (l.reads_pieces()) CHECK(got.capacity() <= room);
-      if (l.reads_pieces()) CHECK(want.capacity() <= room);
+      if (is_zstd) CHECK(got.capacity() <= room);
+      if (is_zstd) CHECK(want.capacity() <= room);
     }
   }
-  // A producer that ends early is an internal error, not a short frame.
+  // Input that ends early is an internal error, not a short frame.
   std::unique_ptr<Stage> keep;
   const Lossless& z = lossless("zstd", keep);
-  Lossless::Pieces short_pieces{1000, [](uint8_t*, size_t) -> size_t { return 0; }};
-  CHECK_THROWS_AS(z.encode_from(short_pieces, 1), Error);
+  Collect out;
+  auto e = z.encoder(out, 1000, 1);
+  feed(*e, std::vector<uint8_t>(999, 3), 100, true);
+  CHECK_THROWS_AS(e->end(), Error);
 }
 
 TEST_CASE("the lossless stages read a raw tensor's bytes in place and give the bytes of stage-by-stage encoding",
@@ -435,27 +509,19 @@ TEST_CASE("zstd's contexts kept between streams give the bytes of fresh ones, af
     INFO("round " << round);
     CHECK(tuned.encode(data, 1) == fresh_tuned);
     CHECK(plain.encode(data, 1) == fresh_plain);  // minmatch and hashlog did not carry over
-    size_t calls = 0;
-    Lossless::Pieces stops{data.size(), [&](uint8_t* dst, size_t cap) -> size_t {
-                             if (++calls > 2) return 0;  // ends early, mid-frame
-                             std::memset(dst, 7, cap);
-                             return cap;
-                           }};
-    CHECK_THROWS_AS(tuned.encode_from(stops, 1), Error);
+    {
+      Collect out;  // an encode that stops mid-frame: its context goes back half-used
+      auto e = tuned.encoder(out, data.size(), 1);
+      feed(*e, std::vector<uint8_t>(300000, 7), 131072, true);
+    }
     CHECK(plain.encode(data, 1) == fresh_plain);
     CHECK(high.encode(noise, 1) == fresh_high);
-    Lossless::Pieces whole{data.size(), [&data, at = size_t{0}](uint8_t* dst, size_t cap) mutable -> size_t {
-                             const size_t k = std::min(cap, data.size() - at);
-                             std::memcpy(dst, data.data() + at, k);
-                             at += k;
-                             return k;
-                           }};
-    CHECK(tuned.encode_from(whole, 1) == fresh_tuned);
+    CHECK(encode_via(tuned, data, 1, 4096, true) == fresh_tuned);  // its input in pieces
 
     // Decoding: a frame cut in the middle fails, then whole frames decode exactly.
     const std::span<const uint8_t> cut(fresh_plain.data(), fresh_plain.size() / 2);
     CHECK_THROWS_AS(plain.decode(cut, data.size()), Error);
-    CHECK_THROWS_AS(plain.decode_scratch(cut, data.size()), Error);
+    CHECK_THROWS_AS(decode_with(plain, true, cut, data.size()), Error);
     CHECK(plain.decode(fresh_plain, data.size()) == data);
     CHECK(decode_with(tuned, true, fresh_tuned, data.size()) == data);
     CHECK(high.decode(fresh_high, noise.size()) == noise);

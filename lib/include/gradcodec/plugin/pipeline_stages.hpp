@@ -111,20 +111,15 @@ class PipelineStages {
  private:
   StageContext stage_ctx(const StageContext& base, size_t pos, std::vector<std::unique_ptr<StageState>>& slots) const;
   // Runs the lossless stages that apply to stream `s` over `in` (s.bytes, or the tensor's bytes
-  // that the quantizer lent) into s.bytes; a stage that hands its output out in pieces to a next
-  // stage that reads pieces runs with it. False (s untouched) when no lossless stage applies.
+  // that the quantizer lent) into s.bytes. False (s untouched) when no lossless stage applies.
   bool encode_lossless(Stream& s, std::span<const uint8_t> in) const;
   // The lossless stages that apply to the named stream, in pipeline order.
   std::vector<const Lossless*> lossless_for(const std::string& stream) const;
-  // Undoes the lossless stages that apply to stream `s` (last stage first) into s.bytes, reading
-  // its stored bytes `in` where they are (the stages before the last decode into scratch memory
-  // that is not zero-filled first); false (s untouched) when no lossless stage applies.
-  bool undo_lossless(Stream& s, std::span<const uint8_t> in, uint64_t n) const;
+  // Undoes the lossless stages that apply to stream `s` (last stage first) into s.bytes, from its
+  // `size` stored bytes, which `feed` writes; false (s untouched) when no lossless stage applies.
+  bool undo_lossless(Stream& s, const std::function<void(ByteOut&)>& feed, uint64_t size, uint64_t n) const;
   // The same for every stream held in memory (decode/stats with lossless_applied).
   void undo_lossless(Streams& streams, uint64_t n) const;
-  // Whether the named stream's lossless stages can be undone from its stored bytes read chunk
-  // by chunk: the last stage reads chunks (zstd), and the one before it, if any, reads pieces.
-  bool undoes_chunks(const std::string& stream) const;
   Pipeline pipeline_;
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<size_t> transforms_;  // positions

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <gradcodec/bytes.hpp>
+#include <gradcodec/plugin/byte_out.hpp>
 #include <gradcodec/rng.hpp>
 #include <gradcodec/tensor.hpp>
 
@@ -335,70 +336,36 @@ class IndexCoder : public Stage {
   }
 };
 
-// bytes → bytes on one or all streams. The output must let decode() bound its output size:
-// `max_out` is the largest size the codec may produce (decompression-bomb guard).
+// bytes → bytes on one or all streams, streaming both ways: a stage makes an encoder and a
+// decoder, each a ByteOut that takes its input front to back and writes its output into the next
+// ByteOut (the next stage, or the stream). The pipeline chains any number of them
+// (encode_chain, decode_chain). A stage may hold what it needs (a whole run, a whole stream)
+// before it writes; it must let its decoder bound its output: `max_out` is the largest size the
+// stage may produce (decompression-bomb guard), refused as Corrupt before it is written.
 class Lossless : public Stage {
  public:
   StageKind kind() const noexcept override { return StageKind::Lossless; }
-  virtual std::vector<uint8_t> encode(std::span<const uint8_t> in, uint8_t width) const = 0;
-  virtual std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const = 0;
+  // The input of an encode: exactly `size` bytes written into it (its begin() is not called),
+  // then end(); it calls out.begin() before its first byte and out.end() after its last.
+  // `width` is the stream's element width (a hint).
+  virtual std::unique_ptr<ByteOut> encoder(ByteOut& out, uint64_t size, uint8_t width) const = 0;
+  // The input of a decode: the `size` stored bytes written into it, then end(); it writes the
+  // decoded bytes into `out` as encoder() does, and calls out.begin() with their exact number.
+  virtual std::unique_ptr<ByteOut> decoder(ByteOut& out, uint64_t size, uint64_t max_out) const = 0;
 
-  // Two stages in a row on one stream without holding the first one's output (as large as the
-  // tensor): the first hands its encode() output out piece by piece (`shuffle`), the second
-  // reads the pieces (`zstd`). Both sides are optional and give the same bytes as encode().
-  struct Pieces {
-    uint64_t size = 0;  // bytes in all
-    // Writes the next min(cap, bytes left) bytes to dst and returns how many (0 at the end).
-    std::function<size_t(uint8_t* dst, size_t cap)> next;
-  };
-  // The output of encode(in, width) as pieces; `next` empty when the stage cannot (default).
-  virtual Pieces encode_pieces(std::span<const uint8_t> in, uint8_t width) const {
-    (void)in, (void)width;
-    return {};
-  }
-  // Whether encode_from() reads the pieces as they come (default: it gathers them first).
-  virtual bool reads_pieces() const noexcept { return false; }
-  // encode() of the bytes that `in` hands out.
-  virtual std::vector<uint8_t> encode_from(const Pieces& in, uint8_t width) const;
+  // The stage over bytes held whole (one-stage chains).
+  std::vector<uint8_t> encode(std::span<const uint8_t> in, uint8_t width) const;
+  std::vector<uint8_t> decode(std::span<const uint8_t> in, uint64_t max_out) const;
 
-  // decode() for a caller that only reads the result (the next stage to undo): the bytes need
-  // not be zero-filled before the decoder writes them, as a std::vector's would be.
-  struct Scratch {
-    std::unique_ptr<uint8_t[]> data;  // `size` bytes, when the stage wrote them here
-    size_t size = 0;
-    std::vector<uint8_t> vec;  // else decode()'s output
-    std::span<const uint8_t> bytes() const { return data ? std::span<const uint8_t>(data.get(), size) : vec; }
-  };
-  virtual Scratch decode_scratch(std::span<const uint8_t> in, uint64_t max_out) const {
-    Scratch s;
-    s.vec = decode(in, max_out);
-    return s;
-  }
-  // A stored stream handed to decode_pieces() front to back in chunks: `next` returns the next
-  // chunk, empty after the last; the first holds at least min(size, 64) bytes. The container's
-  // reader hands a file's stream out this way (ContainerReader::stream_chunks).
-  struct Chunks {
-    uint64_t size = 0;
-    std::function<std::span<const uint8_t>()> next;
-    static Chunks of(std::span<const uint8_t> bytes);  // all of them as one chunk
-  };
-  // Undoing two stages in a row without holding the later one's output: it hands its decode()
-  // output out piece by piece (`zstd`), the earlier one reads the pieces as they come (`shuffle`
-  // with blocks). Both sides are optional and give the same bytes as decode().
-  virtual Pieces decode_pieces(const Chunks& in, uint64_t max_out) const {
-    (void)in, (void)max_out;
-    return {};
-  }
-  // Whether decode_pieces() reads its input chunk by chunk as it decodes (`zstd`), so a caller
-  // holding the stored stream in pieces need not gather it first.
-  virtual bool takes_chunks() const noexcept { return false; }
-  // All the bytes of `in` (then one more call of in.next, which lets a decoder check what follows
-  // its last byte).
-  static std::vector<uint8_t> collect(const Pieces& in);
-  // Whether decode_from() reads the pieces as they come (default: it gathers them first).
-  virtual bool takes_pieces() const noexcept { return false; }
-  // decode() of the bytes that `in` hands out.
-  virtual std::vector<uint8_t> decode_from(const Pieces& in, uint64_t max_out) const;
+  // Stages run in order over `in`, each one's output read by the next as it is written, the
+  // last one's appended to `out`. A stage whose output size is known only once it has ended
+  // (begin(size, exact=false)) has it held whole before the next stage starts.
+  static void encode_chain(std::span<const Lossless* const> stages, std::span<const uint8_t> in, uint8_t width,
+                           std::vector<uint8_t>& out);
+  // Undoes them, the last stage first: `feed` writes the `size` stored bytes (any chunking)
+  // into the ByteOut it is given; the first stage's output is appended to `out`.
+  static void decode_chain(std::span<const Lossless* const> stages, uint64_t size,
+                           const std::function<void(ByteOut&)>& feed, uint64_t max_out, std::vector<uint8_t>& out);
 
   // "" = every stream; else only the named one.
   std::string only_stream;
