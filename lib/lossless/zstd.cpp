@@ -254,10 +254,10 @@ class Decode final : public ByteOut {
       const size_t before_in = src.pos;
       size_t made = 0;
       if (done_ < content_) {  // content still to come
-        const size_t want = static_cast<size_t>(std::min<uint64_t>(content_ - done_, kChunk));
+        const size_t want = static_cast<size_t>(content_ - done_);
         std::span<uint8_t> dst = out_.room(want);
         const bool own = dst.empty();
-        if (own) dst = {chunk_.data(), want};
+        if (own) dst = {chunk_.data(), std::min(want, kChunk)};
         ZSTD_outBuffer o{dst.data(), dst.size(), 0};
         hint_ = ZSTD_decompressStream(dctx_.get(), &o, &src);
         if (ZSTD_isError(hint_)) fail(ErrorCode::Corrupt, "zstd: corrupt frame");
