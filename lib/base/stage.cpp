@@ -50,6 +50,14 @@ std::span<const uint8_t> Streams::get(const std::string& name) const {
   return s->view();
 }
 
+void Stream::own() {
+  if (!is_lent) return;
+  reserve_fresh(bytes, lent.size());
+  bytes.assign(lent.begin(), lent.end());
+  lent = {};
+  is_lent = false;
+}
+
 uint64_t Streams::total_bytes() const noexcept {
   uint64_t n = 0;
   for (const auto& s : list_) n += s.view().size();

@@ -218,14 +218,9 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
     coder->select(p, dense, ctx_for(indexer_));
     dense = {};
   }
-  std::span<const uint8_t> borrowed;  // the value stream's bytes, when they are the tensor's own
   {
     Timer tm(out.times, StageKind::Quantizer, timed);
-    auto* q = static_cast<Quantizer*>(stages_[quantizer_].get());
-    // The lossless stages may read the tensor's bytes in place when nothing else reads the
-    // streams before them (stage figures, the mirror decoder's plain streams).
-    if (!lossless_.empty() && !has_stats_ && !stateful_) borrowed = q->encode_borrowing(p, out.streams, ctx_for(quantizer_));
-    else q->encode(p, out.streams, ctx_for(quantizer_));
+    static_cast<Quantizer*>(stages_[quantizer_].get())->encode(p, out.streams, ctx_for(quantizer_));
   }
   if (screens_nonfinite_ && reducer_ < 0 && p.nonfinite) {  // the quantizer read the source first
     out.nonfinite = p.nonfinite;
@@ -240,15 +235,14 @@ PipelineStages::Encoded PipelineStages::encode(const Tensor& t, const StageConte
   }
   if (has_stats_)
     for (const auto& st : stages_) st->stream_stats(out.streams, out.stats);
-  if (stateful_) out.plain = out.streams;
+  if (stateful_) {
+    out.plain = out.streams;
+    for (auto& s : out.plain.all()) s.own();
+  }
+  // The streams go on owning their bytes: the lossless stages' output, else their own copy.
   Timer tm(out.times, StageKind::Lossless, timed && !lossless_.empty());
-  Stream* lent = borrowed.data() ? out.streams.find(kValueStream) : nullptr;
-  if (borrowed.data() && (!lent || !lent->bytes.empty()))
-    fail(ErrorCode::Internal, "a quantizer lent its bytes without an empty value stream");
   for (auto& s : out.streams.all()) {
-    const bool borrows = &s == lent;
-    if (!encode_lossless(s, borrows ? borrowed : std::span<const uint8_t>(s.bytes)) && borrows)
-      s.bytes.assign(borrowed.begin(), borrowed.end());  // no lossless stage took them
+    if (!encode_lossless(s, s.view())) s.own();
   }
   return out;
 }
@@ -268,6 +262,8 @@ bool PipelineStages::encode_lossless(Stream& s, std::span<const uint8_t> in) con
   std::vector<uint8_t> out;
   Lossless::encode_chain(chain, in, s.width, out);
   s.bytes = std::move(out);
+  s.lent = {};
+  s.is_lent = false;
   return true;
 }
 
@@ -278,16 +274,18 @@ bool PipelineStages::undo_lossless(Stream& s, const std::function<void(ByteOut&)
   std::vector<uint8_t> out;
   Lossless::decode_chain(chain, size, feed, stream_bound(n), out);
   s.bytes = std::move(out);
+  s.lent = {};
+  s.is_lent = false;
   return true;
 }
 
 void PipelineStages::undo_lossless(Streams& streams, uint64_t n) const {
   if (lossless_.empty()) return;
   for (auto& s : streams.all()) {
-    const std::vector<uint8_t> stored = std::move(s.bytes);
+    std::vector<uint8_t> stored = std::move(s.bytes);
     const std::span<const uint8_t> in = s.is_lent ? s.lent : std::span<const uint8_t>(stored);
-    if (undo_lossless(s, [in](ByteOut& o) { if (!in.empty()) o.write(in); }, in.size(), n)) s.is_lent = false;
-    else if (!s.is_lent) s.bytes = std::move(stored);
+    if (!undo_lossless(s, [in](ByteOut& o) { if (!in.empty()) o.write(in); }, in.size(), n) && !s.is_lent)
+      s.bytes = std::move(stored);
   }
 }
 
@@ -327,8 +325,7 @@ Streams PipelineStages::read_streams(const ContainerReader& reader, const Record
   for (size_t k = 0; k < m.streams.size(); ++k) {
     if (chunked[k]) continue;
     Stream& s = out.all()[k];
-    s.lent = !m.whole_check ? reader.stream_bytes(m, k) : any_chunked ? reader.stream_bytes_unchecked(m, k) : whole[k];
-    s.is_lent = true;
+    s.lend(!m.whole_check ? reader.stream_bytes(m, k) : any_chunked ? reader.stream_bytes_unchecked(m, k) : whole[k]);
   }
   return out;
 }

@@ -16,9 +16,8 @@ class Raw final : public Quantizer {
       const size_t es = dtype_size(p.source->dtype());
       Stream& s = out.add(kValueStream, static_cast<uint8_t>(es));
       const uint8_t* src = p.source->data.data();
-      if (!p.sparse) {
-        reserve_fresh(s.bytes, p.n * es);
-        s.bytes.assign(src, src + p.n * es);
+      if (!p.sparse) {  // the tensor's bytes verbatim: lent, not copied
+        s.lend({src, p.n * es});
         return;
       }
       s.bytes.resize(p.index.size() * p.block * es);
@@ -33,14 +32,6 @@ class Raw final : public Quantizer {
     Stream& s = out.add(kValueStream, 4);
     s.bytes.resize(p.values.size() * 4);
     if (!s.bytes.empty()) std::memcpy(s.bytes.data(), p.values.data(), s.bytes.size());
-  }
-
-  // A dense exact tensor's stream is its bytes verbatim: lent instead of copied.
-  std::span<const uint8_t> encode_borrowing(Payload& p, Streams& out, const StageContext& ctx) override {
-    if (!p.exact || !p.source || p.sparse) return Quantizer::encode_borrowing(p, out, ctx);
-    const size_t es = dtype_size(p.source->dtype());
-    out.add(kValueStream, static_cast<uint8_t>(es));
-    return {p.source->data.data(), p.n * es};
   }
 
   void decode(Payload& p, const Streams& in, const StageContext&) override {

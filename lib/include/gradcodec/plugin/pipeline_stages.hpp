@@ -110,8 +110,8 @@ class PipelineStages {
 
  private:
   StageContext stage_ctx(const StageContext& base, size_t pos, std::vector<std::unique_ptr<StageState>>& slots) const;
-  // Runs the lossless stages that apply to stream `s` over `in` (s.bytes, or the tensor's bytes
-  // that the quantizer lent) into s.bytes. False (s untouched) when no lossless stage applies.
+  // Runs the lossless stages that apply to stream `s` over `in` (its view()) into s.bytes, which
+  // it then owns. False (s untouched) when no lossless stage applies.
   bool encode_lossless(Stream& s, std::span<const uint8_t> in) const;
   // The lossless stages that apply to the named stream, in pipeline order.
   std::vector<const Lossless*> lossless_for(const std::string& stream) const;

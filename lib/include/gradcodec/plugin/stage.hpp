@@ -41,12 +41,22 @@ struct Stream {
   std::string name;
   std::vector<uint8_t> bytes;
   uint8_t width = 1;  // element width in bytes (a hint for `shuffle`); 1 for bit streams
-  // Decode side: a stream no lossless stage has to undo is lent, not copied: `lent` points at
-  // the container's bytes (valid while its ContainerReader lives) and `bytes` stays empty.
-  // Decoders read a stream through view().
+  // A stream may be lent, not copied: `lent` points at bytes it does not own and `bytes` stays
+  // empty. On the encode side a quantizer lends the tensor's own bytes (`raw` on a dense exact
+  // tensor; valid while the tensor lives), and the codec hands every stream on owning its bytes
+  // (the lossless stages' output, or own()). On the decode side a stream no lossless stage has to
+  // undo lends the container's bytes (valid while its ContainerReader lives). Stages read a
+  // stream through view().
   bool is_lent = false;
   std::span<const uint8_t> lent;
   std::span<const uint8_t> view() const noexcept { return is_lent ? lent : std::span<const uint8_t>(bytes); }
+  void lend(std::span<const uint8_t> b) noexcept {
+    bytes.clear();
+    lent = b;
+    is_lent = true;
+  }
+  // Makes a lent stream own a copy of its bytes (nothing for one that owns them).
+  void own();
 };
 
 // The streams of one tensor record, in the order stages produced them.
@@ -299,14 +309,6 @@ class Quantizer : public Stage {
   // decode() for a caller that is done with its own streams: a codec that stores the values
   // verbatim may move the stream's bytes out instead of copying them (`raw`). Same result.
   virtual void decode_owned(Payload& p, Streams& in, const StageContext& ctx) { decode(p, in, ctx); }
-  // encode() for a caller that will run lossless stages over the value stream: a codec whose
-  // stream would be the tensor's own bytes verbatim (`raw` on a dense exact tensor) may add the
-  // stream empty and return those bytes instead of copying them in; the caller then reads them
-  // in place (and copies them into the stream if no lossless stage takes them). Default: encode().
-  virtual std::span<const uint8_t> encode_borrowing(Payload& p, Streams& out, const StageContext& ctx) {
-    encode(p, out, ctx);
-    return {};
-  }
   // True when encode() reorders p.index into value order (curvefit): the pipeline then needs a
   // sparsifier with coded positions and an index coder that keeps_order().
   virtual bool reorders_index() const noexcept { return false; }
