@@ -162,7 +162,6 @@ class Decode final : public ByteOut {
   Decode(ByteOut& out, uint64_t size, uint64_t max_out, uint64_t block) : out_(out), size_(size), block_(block) {
     if (size == 0) fail(ErrorCode::Corrupt, "shuffle: empty stream");
     if (size - 1 > max_out) fail(ErrorCode::Corrupt, "shuffle: stream larger than the tensor allows");
-    out_.begin(size - 1, true);
   }
   void begin(uint64_t, bool) override {}
   void write(std::span<const uint8_t> bytes) override {
@@ -212,6 +211,11 @@ class Decode final : public ByteOut {
     if (!L_) {
       if (bytes.empty()) return;
       L_.emplace(static_cast<size_t>(size_ - 1), width_of(bytes[0]), block_);
+      // The run buffer (kept by the thread for later streams) is taken before the output is
+      // made, so that it lies below the output in the heap, which is then given back whole
+      // when freed (taken after it, decode's peak RSS grew by about 1 MB per thread).
+      if (block_ != 0 && L_->runs() > 0) run_buffer();
+      out_.begin(size_ - 1, true);
       bytes = bytes.subspan(1);
     }
     while (!bytes.empty()) {
