@@ -213,7 +213,7 @@ class Decode final : public ByteOut {
       L_.emplace(static_cast<size_t>(size_ - 1), width_of(bytes[0]), block_);
       // The run buffer (kept by the thread for later streams) is taken before the output is
       // made, so that it lies below the output in the heap, which is then given back whole
-      // when freed (taken after it, decode's peak RSS grew by about 1 MB per thread).
+      // when freed (docs/performance.md, "Issue 40": the figures when it was taken after).
       if (block_ != 0 && L_->runs() > 0) run_buffer();
       out_.begin(size_ - 1, true);
       bytes = bytes.subspan(1);
