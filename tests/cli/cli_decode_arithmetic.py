@@ -263,10 +263,12 @@ def test_sbc_decodes_as_the_text_says():
 
 
 def bird_case(preset):
-    # Split tensors: block j of the kept blocks V (ascending, `plain` under `lzma`) decodes to
-    # ±S per element (the sign bits in `value`, S the f32 in `scale`), the other elements to +0.
-    # Attached vectors: `side` = the bitmap, then the sent entries as f32.
+    # Split tensors: block j of the kept blocks V (ascending; `golomb` gaps, or `plain` under
+    # `lzma` for the -lzma presets) decodes to ±S per element (the sign bits in `value`, S the f32
+    # in `scale`), the other elements to +0. Attached vectors: `side` = the bitmap, then the sent
+    # entries as f32.
     recs, decoded = encode_decode(preset)
+    lzma = preset.endswith("-lzma")
     split = vectors = 0
     for name, (shape, streams) in recs.items():
         n = int(np.prod(shape))
@@ -282,7 +284,8 @@ def bird_case(preset):
             vectors += 1
             continue
         m = shape[2] * shape[3] if len(shape) == 4 else shape[-1]
-        blocks = plain_positions(lzma_stream(streams["index"]))
+        index = streams["index"]
+        blocks = plain_positions(lzma_stream(index)) if lzma else golomb_positions(index)
         kept = blocks.size * m
         want = np.zeros(n, np.float32)
         if kept:
@@ -296,8 +299,8 @@ def bird_case(preset):
 
 
 def test_bird_decodes_as_the_text_says():
-    bird_case("bird")
-    bird_case("bird+")
+    for preset in ("bird", "bird+", "bird-lzma", "bird+-lzma"):
+        bird_case(preset)
 
 
 def test_fractional_decodes_as_the_text_says():

@@ -62,7 +62,7 @@ def test_golden_inputs_encode_to_the_golden_1_1_bytes_and_1_0_decodes_alike():
         containers = {}
         for version in ("1.1", "1.0"):
             out = path(f"again_{name}_{version}.gcz")
-            clitest.subprocess.run([clitest.EXE, "encode", *frames, "-o", out, "--preset", name, "--seed", "7",
+            clitest.subprocess.run([clitest.EXE, "encode", *frames, "-o", out, "--pipeline", g["pipeline"], "--seed", "7",
                                     "--threads", "1", "--quiet", "--force", "--format-version", version],
                                    cwd=GOLDEN11, check=True, timeout=120)
             containers[version] = out

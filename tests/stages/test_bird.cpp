@@ -912,7 +912,7 @@ TEST_CASE("bird wire: index, one sign bit per kept element, one f32 scale, fp32 
     }
     CHECK(nonzero == k * 9);
     CHECK(r.stream_bytes == 4 * k + 1 + (k * 9 + 7) / 8 + 4);
-    // The preset's lzma(stream=index) rewrites only the index stream, losslessly.
+    // The -lzma presets' lzma(stream=index) rewrites only the index stream, losslessly.
     RoundTrip z = roundtrip(sparsifier + " | sign | plain | lzma(stream=index)", t, 4);
     CHECK(z.streams.get("value").size() == r.streams.get("value").size());
     CHECK(z.streams.get("scale").size() == 4);
@@ -987,8 +987,10 @@ TEST_CASE("bird parameters and presets", "[bird]") {
   CHECK_THROWS_AS(Pipeline::parse("bird(gamma=1)"), Error);
   CHECK_THROWS_AS(Pipeline::parse("bird(vectors=some)"), Error);
   CHECK(Pipeline::parse("bird+(keep=1%)").text().find("keep=0.01") != std::string::npos);
-  CHECK(Pipeline::preset("bird+").text() == "bird+(gamma=1.4) | sign | plain | lzma(stream=index)");
-  CHECK(Pipeline::preset("bird").text() == "bird | sign | plain | lzma(stream=index)");
+  CHECK(Pipeline::preset("bird+").text() == "bird+(gamma=1.4) | sign | golomb");
+  CHECK(Pipeline::preset("bird").text() == "bird | sign | golomb");
+  CHECK(Pipeline::preset("bird+-lzma").text() == "bird+(gamma=1.4) | sign | plain | lzma(stream=index)");
+  CHECK(Pipeline::preset("bird-lzma").text() == "bird | sign | plain | lzma(stream=index)");
   // Stochastic and not exact: bench reports bias over seeds; the codec never stores raw values.
   PipelineStages p(Pipeline::preset("bird+"));
   CHECK(p.stochastic());
