@@ -8,6 +8,8 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <numeric>
 
 #if defined(__SSE2__)
@@ -41,6 +43,7 @@ using radix::digit;
 using radix::Hist;
 using radix::kBins;
 using radix::kShift;
+constexpr float kInfinity = std::numeric_limits<float>::infinity();
 uint32_t pick_bin(const Hist& h, uint32_t bins, uint64_t& r) { return radix::pick_bin(h, bins, r, "topk"); }
 
 // Finishes a radix select from `level` on keys that all share `key`'s digits above it.
@@ -74,33 +77,53 @@ void for_each_key(const Tensor& t, F&& f) {
   }
 }
 
-// Calls f(i, key) for every element whose key is ≥ min_key, in position order. With SSE2, 16
-// keys are compared at a time and only the elements that pass are looked at one by one: a top-1%
-// cut passes about one element in a hundred.
-template <class F>
-void for_each_at_least(std::span<const float> v, uint32_t min_key, F&& f) {
+// Calls f(i, key) for every element whose key is ≥ min_key, in position order, and returns the
+// number of NaN elements when CountNaN (else 0). With SSE2, 16 keys are compared at a time and
+// only the elements that pass are looked at one by one: a top-1% cut passes about one element in
+// a hundred.
+template <bool CountNaN = false, class F>
+uint64_t for_each_at_least(std::span<const float> v, uint32_t min_key, F&& f) {
   size_t i = 0;
   const size_t n = v.size();
+  uint64_t nan = 0;
 #if defined(__SSE2__)
   const __m128i abs_mask = _mm_set1_epi32(0x7fffffff), inf = _mm_set1_epi32(0x7f800000), one = _mm_set1_epi32(1);
   const __m128i below = _mm_set1_epi32(static_cast<int32_t>(min_key) - 1);  // keys < 2^31: signed compares
+  // NaN counts per lane (a compare gives −1 where true), added up every 2^24 steps of 16 values
+  // before a 32-bit lane could overflow.
+  __m128i nan_lanes = _mm_setzero_si128();
+  auto flush = [&] {
+    alignas(16) uint32_t c[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(c), nan_lanes);
+    nan += uint64_t{c[0]} + c[1] + c[2] + c[3];
+    nan_lanes = _mm_setzero_si128();
+  };
   auto passing = [&](const float* x) {  // magnitude_key of four values, compared with min_key
     const __m128i a = _mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x)), abs_mask);
-    const __m128i key = _mm_andnot_si128(_mm_cmpgt_epi32(a, inf), _mm_add_epi32(a, one));  // NaN → 0
+    const __m128i is_nan = _mm_cmpgt_epi32(a, inf);
+    if constexpr (CountNaN) nan_lanes = _mm_sub_epi32(nan_lanes, is_nan);
+    const __m128i key = _mm_andnot_si128(is_nan, _mm_add_epi32(a, one));  // NaN → 0
     return static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(key, below))));
   };
-  for (; i + 16 <= n; i += 16) {
+  for (uint64_t step = 1; i + 16 <= n; i += 16, ++step) {
     const float* x = v.data() + i;
     unsigned m = passing(x) | passing(x + 4) << 4 | passing(x + 8) << 8 | passing(x + 12) << 12;
     for (; m; m &= m - 1) {
       const unsigned j = static_cast<unsigned>(std::countr_zero(m));
       f(i + j, magnitude_key(x[j]));
     }
+    if (CountNaN && step % (uint64_t{1} << 24) == 0) flush();
   }
+  if constexpr (CountNaN) flush();
 #endif
-  for (; i < n; ++i)
-    if (const uint32_t key = magnitude_key(v[i]); key >= min_key) f(i, key);
+  for (; i < n; ++i) {
+    const uint32_t key = magnitude_key(v[i]);
+    if constexpr (CountNaN) nan += std::isnan(v[i]);
+    if (key >= min_key) f(i, key);
+  }
+  return nan;
 }
+
 
 // Histogram of the first digit. Gradients put most values in a few bins (a few exponents), so
 // four interleaved histograms keep consecutive increments of one bin from waiting on each other.
@@ -259,6 +282,63 @@ class Topk final : public ElementwiseSparsifier {
 
 }  // namespace
 
+// topk_select_sampled's sample: 256 runs of 16 elements.
+constexpr unsigned kSampleRuns = 256, kSampleRun = 16, kSample = kSampleRuns * kSampleRun;
+
+bool topk_select_sampled(std::span<const float> v, uint64_t k, uint64_t* nonfinite, std::vector<uint64_t>& idx) {
+  const uint64_t d = v.size();
+  idx.clear();
+  if (d < kSampledMin || k == 0 || k >= d) return false;
+  uint32_t sample[kSample];
+  for (unsigned r = 0; r < kSampleRuns; ++r) {
+    const uint64_t at = r * (d - kSampleRun) / (kSampleRuns - 1);
+    for (unsigned j = 0; j < kSampleRun; ++j) sample[r * kSampleRun + j] = magnitude_key(v[at + j]);
+  }
+  // The rank in the sample of the bound: the expected count above the cut, plus four standard
+  // deviations of a binomial count and 16; a bound passing more than 1/8 of the sample is not
+  // worth a pass of its own.
+  const double expect = static_cast<double>(k) * kSample / static_cast<double>(d);
+  const double rank = expect + 4.0 * std::sqrt(expect) + 16.0;
+  if (rank >= kSample / 8.0) return false;
+  const auto nth = static_cast<std::ptrdiff_t>(rank);
+  std::nth_element(sample, sample + nth, sample + kSample, std::greater<>());
+  const uint32_t bound = sample[nth];
+  if (bound <= 1) return false;  // ±0 or NaN at the bound: nearly everything would pass
+  std::vector<uint32_t> keys;
+  keys.reserve(static_cast<size_t>(static_cast<double>(d) * (rank + 1) / kSample * 1.25) + 64);
+  idx.reserve(keys.capacity());
+  auto collect = [&](size_t i, uint32_t key) {
+    idx.push_back(i);
+    keys.push_back(key);
+  };
+  const uint64_t nan = nonfinite ? for_each_at_least<true>(v, bound, collect) : for_each_at_least(v, bound, collect);
+  if (nonfinite) {
+    // +Inf's key 0x7f800001 is the largest, so every ±Inf passed the bound.
+    *nonfinite = nan + static_cast<uint64_t>(std::count(keys.begin(), keys.end(), magnitude_key(kInfinity)));
+    if (*nonfinite) {
+      idx.clear();
+      return true;
+    }
+  }
+  if (keys.size() < k) {
+    idx.clear();
+    return false;
+  }
+  std::vector<uint32_t> scratch(keys);
+  TopkCut cut = refine(scratch, k, 0, 0);
+  size_t w = 0;
+  for (size_t j = 0; j < keys.size(); ++j) {
+    if (keys[j] > cut.key) {
+      idx[w++] = idx[j];
+    } else if (keys[j] == cut.key && cut.ties > 0) {
+      idx[w++] = idx[j];
+      --cut.ties;
+    }
+  }
+  idx.resize(w);
+  return true;
+}
+
 TopkCut topk_cut(std::vector<uint32_t>& keys, uint64_t k) {
   if (k == 0 || k > keys.size()) fail(ErrorCode::Internal, "topk: k outside [1, d]");
   return refine(keys, k, 0, 0);
@@ -277,6 +357,10 @@ std::vector<uint64_t> topk_select(std::span<const float> v, uint64_t k, uint64_t
     std::vector<uint64_t> all(d);
     std::iota(all.begin(), all.end(), uint64_t{0});
     return all;
+  }
+  if (d >= kSampledMin) {
+    std::vector<uint64_t> idx;
+    if (topk_select_sampled(v, k, nonfinite, idx)) return idx;
   }
   // First digit straight from the values; only the elements of the chosen bin are copied.
   Hist h{};

@@ -54,6 +54,18 @@ struct TopkCut {
 // `keys` (it is scratch).
 TopkCut topk_cut(std::vector<uint32_t>& keys, uint64_t k);
 
+// The sampled path topk_select takes first on tensors of at least kSampledMin elements, exact
+// like the full one. A sample of 256 runs of 16 elements spread evenly over the tensor gives a
+// lower bound on the cut: a key that, on the sample's evidence, at least k elements reach with a
+// wide margin. One pass collects every element at or above it (and counts NaN), and the radix
+// select runs on those alone, so the cut, its ties and the kept positions are those of the full
+// path whenever at least k elements passed. Returns false, with `idx` empty, when fewer passed
+// (the sample misjudged the tensor), when the bound would pass more than about 1/8 of the
+// elements, or for a tensor below kSampledMin: the caller then takes the full path. The result
+// never depends on the sample, only the time does. `nonfinite` as for topk_select (then true).
+constexpr uint64_t kSampledMin = uint64_t{1} << 16;
+bool topk_select_sampled(std::span<const float> v, uint64_t k, uint64_t* nonfinite, std::vector<uint64_t>& idx);
+
 // Positions of the k largest |v_i| (ties to the lower index), ascending; k is clamped to
 // v.size(). O(d) time, O(candidates) extra memory. With `nonfinite`, the first pass also counts
 // the NaN/Inf elements into it, and when there are any the selection stops there (returns {}).

@@ -108,6 +108,63 @@ TEST_CASE("topk_select matches a full sort on large tensors (vectorised scan, sp
   }
 }
 
+TEST_CASE("topk_select's sampled path keeps what a full sort keeps, or hands over to the full path", "[topk]") {
+  using stages::topk_select_sampled;
+  const uint64_t d = stages::kSampledMin + 1237;  // no multiple of 16
+  std::vector<uint64_t> idx;
+  uint64_t nonfinite = 99;
+  SECTION("gradient-like values with ties: the sample's bound lets at least k through") {
+    std::vector<float> v = gaussian(d, 41);
+    for (size_t i = 0; i < d; i += 5) v[i] = (i % 2 ? -1.0f : 1.0f) * 2.5f;  // ~1/5 tie at |2.5|
+    // Per-block scales, as gradients have per-channel ones.
+    for (size_t i = 0; i < d; ++i) v[i] *= 1.0f + static_cast<float>((i / 4096) % 3);
+    for (uint64_t k : {1, 7, 100, 667, 1000, 2000}) {
+      INFO("k = " << k);
+      REQUIRE(topk_select_sampled(v, k, &nonfinite, idx));
+      CHECK(nonfinite == 0);
+      REQUIRE(idx == by_full_sort(v, k));
+      REQUIRE(stages::topk_select(v, k) == idx);
+    }
+  }
+  SECTION("a sample that overrates the tensor: fewer than k pass, the full path answers") {
+    // Large values exactly where the sample's 256 runs of 16 lie (at r·(d − 16)/255), small ones
+    // elsewhere: the bound sits among the large values, and only 4096 elements reach it.
+    std::vector<float> v = gaussian(d, 42, 1e-3f);
+    for (uint64_t r = 0; r < 256; ++r)
+      for (uint64_t j = 0; j < 16; ++j) v[r * (d - 16) / 255 + j] = 1.0f + static_cast<float>((r * 16 + j) % 97);
+    const uint64_t k = 5000;
+    CHECK_FALSE(topk_select_sampled(v, k, &nonfinite, idx));
+    CHECK(idx.empty());
+    CHECK(stages::topk_select(v, k) == by_full_sort(v, k));
+    CHECK(stages::topk_select(v, 100) == by_full_sort(v, 100));  // here the sample is right
+  }
+  SECTION("dense cuts, mostly-zero tensors and small tensors take the full path") {
+    std::vector<float> v = gaussian(d, 43);
+    CHECK_FALSE(topk_select_sampled(v, d / 4, nullptr, idx));  // the bound would pass 1/4
+    CHECK(stages::topk_select(v, d / 4) == by_full_sort(v, d / 4));
+    std::vector<float> z(d, 0.0f);
+    for (size_t i = 0; i < d; i += 1000) z[i] = static_cast<float>(i);
+    CHECK_FALSE(topk_select_sampled(z, 200, nullptr, idx));  // the bound is ±0's key
+    CHECK(stages::topk_select(z, 200) == by_full_sort(z, 200));
+    std::vector<float> small = gaussian(stages::kSampledMin - 1, 44);
+    CHECK_FALSE(topk_select_sampled(small, 10, nullptr, idx));
+  }
+  SECTION("NaN and Inf are counted exactly, wherever they lie") {
+    std::vector<float> v = gaussian(d, 45);
+    v[d - 1] = kNaN, v[12345] = kNaN, v[3] = -kInf, v[d / 2] = kInf;
+    // a NaN in the scalar tail (d is no multiple of 16) and in the vector loop
+    REQUIRE(topk_select_sampled(v, 600, &nonfinite, idx));
+    CHECK(nonfinite == 4);
+    CHECK(idx.empty());
+    uint64_t full = 0;
+    CHECK(stages::topk_select(v, 600, &full).empty());
+    CHECK(full == 4);
+    // Without screening, NaN ranks lowest and ±Inf highest, as in the full path.
+    REQUIRE(topk_select_sampled(v, 600, nullptr, idx));
+    CHECK(idx == by_full_sort(v, 600));
+  }
+}
+
 TEST_CASE("topk stage keeps the sorted set and its own values for every k", "[topk]") {
   auto v = gaussian(64, 21);
   for (auto& x : v) x = std::round(x * 2.0f) / 2.0f;  // steps of 0.5: ties
