@@ -5,14 +5,55 @@
 #include "quantize/codes.hpp"
 #include "quantize/expand.hpp"
 #include "quantize/qsgd_levels.hpp"
+#include "base/cpu.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GRADCODEC_QSGD_AVX2 1
+#endif
+
 namespace gradcodec::stages {
 
 namespace {
+
+#if defined(GRADCODEC_QSGD_AVX2)
+// Σ x² of 8 whole buckets of `size` values each (bucket k starts at x + k·size), the sums of the
+// portable loop bit for bit: each bucket's squares (exact in double) are added in index order,
+// one bucket per double lane. Eight values of each bucket are loaded at a time and the 8×8 block
+// transposed, so that step j adds value i + j of every bucket.
+__attribute__((target("avx2"))) inline void add_squares(__m256 c, __m256d& lo, __m256d& hi) {
+  const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(c)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
+  lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));
+  hi = _mm256_add_pd(hi, _mm256_mul_pd(b, b));
+}
+
+__attribute__((target("avx2"))) void sums8_avx2(const float* x, uint64_t size, double* sums) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();  // buckets 0-3, 4-7
+  uint64_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    __m256 r[8], t[8], u[8];
+    for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(x + k * size + i);
+    for (int k = 0; k < 8; k += 2) t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]), t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    for (int k = 0; k < 8; k += 4) {
+      u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));      // values 0, 4
+      u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));  // 1, 5
+      u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));  // 2, 6
+      u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));  // 3, 7
+    }
+    // value i + j of buckets 0..7, for j = 0..7 in turn
+    for (int j = 0; j < 4; ++j) add_squares(_mm256_permute2f128_ps(u[j], u[4 + j], 0x20), lo, hi);
+    for (int j = 0; j < 4; ++j) add_squares(_mm256_permute2f128_ps(u[j], u[4 + j], 0x31), lo, hi);
+  }
+  _mm256_storeu_pd(sums, lo);
+  _mm256_storeu_pd(sums + 4, hi);
+  for (; i < size; ++i)
+    for (uint64_t k = 0; k < 8; ++k) sums[k] += static_cast<double>(x[k * size + i]) * x[k * size + i];
+}
+#endif
 
 constexpr const char* kName = "qsgd";
 
@@ -182,6 +223,9 @@ class Qsgd final : public Quantizer {
   static void bucket_sums(std::span<const float> v, uint64_t first, uint64_t count, uint64_t size, double* sums) {
     const float* x = v.data() + first * size;
     if (count == kGroup && (first + kGroup) * size <= v.size()) {
+#if defined(GRADCODEC_QSGD_AVX2)
+      if (cpu_avx2()) return sums8_avx2(x, size, sums);
+#endif
       double a[kGroup] = {};
       for (uint64_t i = 0; i < size; ++i)
         for (uint64_t k = 0; k < kGroup; ++k) a[k] += static_cast<double>(x[k * size + i]) * x[k * size + i];
