@@ -14,6 +14,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define GRADCODEC_QSGD_AVX2 1
+#elif defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 namespace gradcodec::stages {
@@ -166,7 +168,7 @@ class Qsgd final : public Quantizer {
       if (n_ == 0) {  // on a word boundary: widths that divide 32 fill whole words without a carry
         switch (w_) {
           case 2: j = words<2>(c, m); break;
-          case 4: j = words<4>(c, m); break;
+          case 4: j = nibbles(c, m), j += words<4>(c + j, m - j); break;
           case 8: j = words<8>(c, m); break;
           default: break;
         }
@@ -183,6 +185,22 @@ class Qsgd final : public Quantizer {
           acc_ &= (uint64_t{1} << n_) - 1;
         }
       }
+    }
+    // 4-bit codes 16 at a time (SSE2: packed to bytes, then byte m = code 2m << 4 | code 2m + 1,
+    // the bytes words<4> writes); returns the number of codes written, a multiple of 16.
+    uint64_t nibbles(const uint32_t* c, uint64_t m) {
+      uint64_t j = 0;
+#if defined(__SSE2__)
+      const __m128i low_byte = _mm_set1_epi16(0x00ff);
+      for (; j + 16 <= m; j += 16) {
+        auto at = [&](uint64_t k) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + j + k)); };
+        const __m128i b = _mm_packus_epi16(_mm_packs_epi32(at(0), at(4)), _mm_packs_epi32(at(8), at(12)));  // codes < 16
+        const __m128i pairs = _mm_or_si128(_mm_and_si128(_mm_slli_epi16(b, 4), low_byte), _mm_srli_epi16(b, 8));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(at_), _mm_packus_epi16(pairs, pairs));
+        at_ += 8;
+      }
+#endif
+      return j;
     }
     // Whole 32-bit words of W-bit codes (big-endian: the first code in the high bits), as many
     // as c[0..m) fills; returns the number of codes written.
