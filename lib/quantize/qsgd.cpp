@@ -23,37 +23,47 @@ namespace gradcodec::stages {
 namespace {
 
 #if defined(GRADCODEC_QSGD_AVX2)
-// Σ x² of 8 whole buckets of `size` values each (bucket k starts at x + k·size), the sums of the
+// Σ x² of 16 whole buckets of `size` values each (bucket k starts at x + k·size), the sums of the
 // portable loop bit for bit: each bucket's squares (exact in double) are added in index order,
-// one bucket per double lane. Eight values of each bucket are loaded at a time and the 8×8 block
-// transposed, so that step j adds value i + j of every bucket.
+// one bucket per double lane. Eight values of each bucket are loaded at a time and each 8×8 block
+// transposed, so that step j adds value i + j of every bucket; the two blocks of 8 buckets are
+// two independent chains of additions, which keeps the adder busy.
 __attribute__((target("avx2"))) inline void add_squares(__m256 c, __m256d& lo, __m256d& hi) {
   const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(c)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
   lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));
   hi = _mm256_add_pd(hi, _mm256_mul_pd(b, b));
 }
 
-__attribute__((target("avx2"))) void sums8_avx2(const float* x, uint64_t size, double* sums) {
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();  // buckets 0-3, 4-7
+// col[j] = value i + j of the 8 buckets starting at x, x + size, ...
+__attribute__((target("avx2"))) inline void columns8(const float* x, uint64_t size, uint64_t i, __m256* col) {
+  __m256 r[8], t[8], u[8];
+  for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(x + k * size + i);
+  for (int k = 0; k < 8; k += 2) t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]), t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+  for (int k = 0; k < 8; k += 4) {
+    u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));          // values 0, 4
+    u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));      // 1, 5
+    u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));  // 2, 6
+    u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));  // 3, 7
+  }
+  for (int j = 0; j < 4; ++j) col[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+  for (int j = 0; j < 4; ++j) col[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+}
+
+__attribute__((target("avx2"))) void sums16_avx2(const float* x, uint64_t size, double* sums) {
+  __m256d lo0 = _mm256_setzero_pd(), hi0 = lo0, lo1 = lo0, hi1 = lo0;  // buckets 0-3, 4-7, 8-11, 12-15
   uint64_t i = 0;
   for (; i + 8 <= size; i += 8) {
-    __m256 r[8], t[8], u[8];
-    for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(x + k * size + i);
-    for (int k = 0; k < 8; k += 2) t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]), t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-    for (int k = 0; k < 8; k += 4) {
-      u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));      // values 0, 4
-      u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));  // 1, 5
-      u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));  // 2, 6
-      u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));  // 3, 7
-    }
-    // value i + j of buckets 0..7, for j = 0..7 in turn
-    for (int j = 0; j < 4; ++j) add_squares(_mm256_permute2f128_ps(u[j], u[4 + j], 0x20), lo, hi);
-    for (int j = 0; j < 4; ++j) add_squares(_mm256_permute2f128_ps(u[j], u[4 + j], 0x31), lo, hi);
+    __m256 a[8], b[8];
+    columns8(x, size, i, a);
+    columns8(x + 8 * size, size, i, b);
+    for (int j = 0; j < 8; ++j) add_squares(a[j], lo0, hi0), add_squares(b[j], lo1, hi1);
   }
-  _mm256_storeu_pd(sums, lo);
-  _mm256_storeu_pd(sums + 4, hi);
+  _mm256_storeu_pd(sums, lo0);
+  _mm256_storeu_pd(sums + 4, hi0);
+  _mm256_storeu_pd(sums + 8, lo1);
+  _mm256_storeu_pd(sums + 12, hi1);
   for (; i < size; ++i)
-    for (uint64_t k = 0; k < 8; ++k) sums[k] += static_cast<double>(x[k * size + i]) * x[k * size + i];
+    for (uint64_t k = 0; k < 16; ++k) sums[k] += static_cast<double>(x[k * size + i]) * x[k * size + i];
 }
 #endif
 
@@ -232,17 +242,17 @@ class Qsgd final : public Quantizer {
   };
 
   static constexpr uint64_t kRun = 256;  // values coded between two packings (codes in L1)
-  static constexpr uint64_t kGroup = 8;  // buckets whose sums are computed together
+  static constexpr uint64_t kGroup = 16;  // buckets whose sums are computed together
 
   // sums[k] = Σ v_i² over bucket first + k (k < count), added in index order in double as the
   // rule reads (each square of an f32 is exact in double; only the order of the additions
-  // matters). Eight whole buckets are summed side by side: eight independent chains of additions
-  // instead of one, the same sums bit for bit.
+  // matters). Sixteen whole buckets are summed side by side: sixteen independent chains of
+  // additions instead of one, the same sums bit for bit.
   static void bucket_sums(std::span<const float> v, uint64_t first, uint64_t count, uint64_t size, double* sums) {
     const float* x = v.data() + first * size;
     if (count == kGroup && (first + kGroup) * size <= v.size()) {
 #if defined(GRADCODEC_QSGD_AVX2)
-      if (cpu_avx2()) return sums8_avx2(x, size, sums);
+      if (cpu_avx2()) return sums16_avx2(x, size, sums);
 #endif
       double a[kGroup] = {};
       for (uint64_t i = 0; i < size; ++i)

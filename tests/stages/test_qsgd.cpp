@@ -294,6 +294,7 @@ std::pair<std::vector<uint8_t>, std::vector<float>> reference_encode(const std::
 TEST_CASE("qsgd's encoder gives the formula's bytes: every level width, bucket, run and tail", "[quantize][qsgd]") {
   // The stage codes runs of values (vectorised where the CPU allows) and packs them 32 bits at a
   // time; its streams must equal the one-value-at-a-time reference for levels from 1 to 2^24 − 1,
+  // buckets summed 16 at a time (bucket 100: 30 buckets of 12 steps of 8 and a tail of 4),
   // buckets that end mid-run, counts that cross the runs, NaN/±Inf/−0/denormals and a value
   // at the bucket's norm (r = s).
   std::vector<float> g = gaussian(3001, 17);
@@ -303,7 +304,7 @@ TEST_CASE("qsgd's encoder gives the formula's bytes: every level width, bucket, 
   std::vector<float> lone(600, 0.0f);
   lone[300] = -2.5f;  // the only non-zero of its bucket: r = s exactly
   for (uint32_t s : {1u, 3u, 5u, 7u, 127u, 255u, 16777215u})
-    for (uint64_t bucket : {uint64_t{0}, uint64_t{5}, uint64_t{300}, uint64_t{512}})
+    for (uint64_t bucket : {uint64_t{0}, uint64_t{5}, uint64_t{100}, uint64_t{300}, uint64_t{512}})
       for (const std::vector<float>* src : {&g, &lone})
         for (uint64_t n : {uint64_t{1}, uint64_t{9}, uint64_t{257}, uint64_t{src->size()}})
           for (bool elias : {false, true}) {
