@@ -76,7 +76,11 @@ def main():
                 run = subprocess.run([exe, snap, preset, "1", str(args.repeat), out], check=True,
                                      capture_output=True, text=True)
                 cpp += [float(line.split()[0]) for line in run.stdout.splitlines()]
+                blob = None
                 for _ in range(args.repeat):
+                    # The previous container is freed before the clock starts, as bench_facade_encode
+                    # frees its previous vector before timing (freeing 50 MB is a few ms of munmap).
+                    blob = None
                     t0 = time.perf_counter()
                     blob = gradcodec.encode(grads, preset=preset, threads=1)
                     py.append(time.perf_counter() - t0)
