@@ -3,7 +3,7 @@
 """Builds gradcodec in Release, runs the performance measurements and writes docs/performance.md.
 
     /usr/bin/python3 bench/run_performance.py [--build-dir build-release] [--no-build] [--quick]
-                                              [--out docs/performance.md]
+                                              [--out docs/performance.md] [--corpus DIR] [--only-real]
 
 Steps, all in one run on this machine (so that every figure can be quoted as a ratio against a
 baseline measured minutes apart, never against a number from elsewhere):
@@ -23,7 +23,15 @@ baseline measured minutes apart, never against a number from elsewhere):
      loops that touch no memory (bench/bench_two_threads.cpp).
   4. Memory: peak RSS (ru_maxrss of the child) of `gradcodec encode` on a 2 GB snapshot (the VGG16
      conv stack 34 times) for 1 and 2 threads.
---quick runs fewer sizes and repetitions (a check of the script, not numbers to publish).
+  5. The real-gradient corpus (bench/perf_real_corpus.py; issue 44): the target presets on step 0 of
+     the ResNet-18, VGG16-BN and transformer gradients of bench/real_gradients.py (made afresh, or
+     read from --corpus DIR), one core, and the peer comparison on the real VGG16-BN, with issue
+     44's targets checked. --only-real runs this step alone and writes its section alone to --out.
+After the measured sections come bench/writers_scaling.md and the sections of bench/performance.d/
+(each from a run of its own script, with its command and data set; updated by hand after those
+runs).
+--quick runs fewer sizes and repetitions (a check of the script, not numbers to publish; the
+corpus is made with --tiny).
 """
 import argparse
 import datetime
@@ -37,6 +45,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import perf_real_corpus  # noqa: E402  (bench/perf_real_corpus.py)
 MAIN = ["bird+", "topk-1pct", "signsgd", "qsgd4", "lossless"]
 
 
@@ -156,12 +166,26 @@ def main():
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "performance.md"))
+    ap.add_argument("--corpus", help="the real-gradient corpus of bench/real_gradients.py, made there if absent "
+                                     "(default: made afresh in a temporary directory)")
+    ap.add_argument("--only-real", action="store_true",
+                    help="measure only the real-gradient corpus and write its section alone to --out")
     a = ap.parse_args()
     if not a.no_build:
         build(a.build_dir)
     exe = os.path.join(a.build_dir, "apps", "gradcodec")
     bench_exe = os.path.join(a.build_dir, "bench", "gradcodec_bench")
     reps, min_time, repeat = (1, 0.05, 3) if a.quick else (3, 0.2, 9)
+    if a.only_real:
+        tmp = tempfile.mkdtemp(prefix="gradcodec_perf_")
+        try:
+            real = perf_real_corpus.measure(exe, a.corpus or os.path.join(tmp, "corpus"), tmp, repeat, a.quick)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        with open(a.out, "w") as f:
+            f.write("\n".join(perf_real_corpus.section(real)) + "\n")
+        print(f"wrote {a.out}")
+        return
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load_start = os.getloadavg()[0]
     tmp = tempfile.mkdtemp(prefix="gradcodec_perf_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
@@ -249,6 +273,7 @@ def main():
                 mem.append((p, t, rss))
                 os.remove(os.path.join(tmp, "big.gcz"))
         os.remove(big)
+        real = perf_real_corpus.measure(exe, a.corpus or os.path.join(tmp, "corpus"), tmp, repeat, a.quick)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     load_end = os.getloadavg()[0]
@@ -434,11 +459,20 @@ def main():
     for p, t, rss in mem:
         L.append(f"| {p} | {t} | {rss / 1e6:.1f} | {'yes' if rss <= 3 * largest + 64e6 else 'NO'} |")
 
-    L.append("\n" + peers_text.replace("## Peer comparison", "## Peer comparison", 1))
+    L.append("\n" + peers_text.replace("## Peer comparison", "## Peer comparison (synthetic VGG16-size snapshot)", 1))
+    L.append("")
+    L += perf_real_corpus.section(real)
     scaling = os.path.join(ROOT, "bench", "writers_scaling.md")
     if os.path.exists(scaling):  # bench/bench_writers.py --out writes it (its own run, minutes long)
         with open(scaling) as f:
             L.append("\n" + f.read())
+    # Sections from runs of their own scripts, each with its command and data set (written by hand
+    # after those runs; in file-name order).
+    extra = os.path.join(ROOT, "bench", "performance.d")
+    for name in sorted(os.listdir(extra)) if os.path.isdir(extra) else []:
+        if name.endswith(".md"):
+            with open(os.path.join(extra, name)) as f:
+                L.append("\n" + f.read().rstrip("\n"))
     with open(a.out, "w") as f:
         f.write("\n".join(L) + "\n")
     print(f"wrote {a.out}")

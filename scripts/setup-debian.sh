@@ -10,7 +10,7 @@ PACKAGES=(cmake g++ make pkg-config libcli11-dev libhdf5-dev libeigen3-dev liblz
   libxxhash-dev catch2 nlohmann-json3-dev libzip-dev zlib1g-dev libbenchmark-dev
   python3-numpy python3-h5py pybind11-dev python3-dev python3-pytest python3-torch
   python3-matplotlib libopenmpi-dev openmpi-bin
-  libopenblas0-pthread)
+  libopenblas0-pthread zstd)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

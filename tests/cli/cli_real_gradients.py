@@ -48,5 +48,28 @@ def test_every_model_has_consecutive_steps_gradcodec_reads():
         assert open(os.path.join(OUT, model, "README.txt")).read().startswith(model + ": ")
 
 
+def test_run_performance_measures_issue_44s_targets_on_the_corpus():
+    # bench/run_performance.py --only-real on this (tiny) corpus: every target preset of every
+    # model in the table, each target of issue 44 item 2 with its figure and verdict, and the
+    # peer comparison's targets on the VGG16-BN (issue 44 item 3).
+    out = path("real.md")
+    build = os.path.dirname(os.path.dirname(os.path.abspath(clitest.EXE)))
+    subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "run_performance.py"), "--build-dir", build,
+                    "--no-build", "--only-real", "--quick", "--corpus", OUT, "--out", out], check=True, timeout=600,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    text = open(out).read()
+    assert text.startswith("## Real-gradient corpus: issue 44's targets"), text[:200]
+    ours = text[:text.index("### Peers on the real VGG16-BN")]  # the peer table below has its own rows
+    rows = {l.split("|")[1].strip(): [c.strip() for c in l.split("|")[2:-1]] for l in ours.splitlines()
+            if l.startswith("| ") and not l.startswith("| ---")}
+    for preset in ("topk-1pct", "bird+", "bird+-lzma", "qsgd4", "lossless"):
+        assert len(rows[preset]) == 3 and all(len(c.split(", ")) == 3 for c in rows[preset]), (preset, rows[preset])
+    for target in ("topk-1pct encode MB/s", "bird+ encode MB/s", "qsgd4 encode MB/s", "lossless encode MB/s",
+                   "lossless ratio", "lossless decode MB/s", "qsgd4 encode >= 20x NumPy QSGD",
+                   "topk-1pct encode >= 10x torch.topk", "bird+ encode >= 20x NumPy BIRD+ (lzma preset 6)"):
+        assert rows[target][-1] in ("yes", "no"), (target, rows.get(target))
+    assert "### Peers on the real VGG16-BN" in text and "given with --snapshot" in text
+
+
 if __name__ == "__main__":
     clitest.run_all(globals())
