@@ -289,12 +289,17 @@ def main():
     argv = " ".join(sys.argv[1:])
     L.append(f"- Command: `/usr/bin/python3 bench/run_performance.py{' ' + argv if argv else ''}` (Release build, "
              f"Google Benchmark medians of {reps} repetitions; `gradcodec bench` medians of {repeat} runs).")
-    L.append("- MB = 10⁶ bytes of f32 input; GB/s = 10⁹ bytes of input per second; one core unless a thread count is given.\n")
+    L.append("- MB = 10⁶ bytes of f32 input; GB/s = 10⁹ bytes of input per second; one core unless a thread count is given.")
+    L.append("- **Data sets.** Every section names its data: *synthetic* (bench/peers/make_vgg16.py's VGG16-size snapshot, "
+             "Gaussian tensors) or *real* gradients (bench/real_gradients.py's ResNet-18, VGG16-BN and transformer; the "
+             "bundled test_data snapshots). **The speed targets are judged on real gradients**, in \"Real-gradient corpus: "
+             "issue 44's targets\" below; the issue 10 section that follows records what the same targets gave on the "
+             "synthetic snapshot.\n")
     notes = os.path.join(ROOT, "bench", "performance_notes.md")
     if os.path.exists(notes):  # the hand-written reading of the results (update it after a run)
         with open(notes) as f:
             L.append(f.read())
-    L.append("## Streaming baselines (same run)\n")
+    L.append("## Streaming baselines (same run; synthetic: sums and copies of Gaussian floats)\n")
     L.append("| d (f32 elements) | sum of \\|x\\| (one read pass) MB/s | memcpy MB/s | write into fresh memory MB/s |")
     L.append("| ---: | ---: | ---: | ---: |")
     for d in ("1000", "10000", "100000", "1000000", "10000000", "100000000"):
@@ -312,7 +317,7 @@ def main():
              "a buffer it reuses; the last column allocates its buffer each time (page faults included): "
              "no decoder that returns a dense tensor can be faster than that.\n")
 
-    L.append("## Presets: encode and decode through the container (bench/bench_presets.cpp)\n")
+    L.append("## Presets: encode and decode through the container (bench/bench_presets.cpp; synthetic Gaussian tensors)\n")
     L.append("One f32 tensor [d/1000, 1000] of Gaussian values (σ = 10⁻³); the library's SequenceEncoder into a "
              "container in /dev/shm and SequenceDecoder out of it; MB/s of input, medians.\n")
     ds = sorted({int(k.split("/")[-1]) for k in gb if k.startswith("BM_preset_encode/")})
@@ -327,7 +332,7 @@ def main():
                  " | ".join(fmt(mbps(e)) if e else "–" for e in dec) + " |")
 
     if stages:
-        L.append("\n## Stage micro-benchmarks (per kind)\n")
+        L.append("\n## Stage micro-benchmarks (per kind; synthetic inputs)\n")
         L.append("| benchmark | median time | MB/s of input | counters |")
         L.append("| --- | ---: | ---: | --- |")
         for k, b in sorted(stages.items()):
@@ -335,7 +340,7 @@ def main():
             rate = fmt(mbps(b)) if "bytes_per_second" in b else "–"
             L.append(f"| `{k}` | {b['real_time']:.4g} {b['time_unit']} | {rate} | {extra} |")
 
-    L.append("\n## VGG16-size snapshot (15.2M parameters, 32 tensors), one core: the issue 10 targets\n")
+    L.append("\n## Synthetic VGG16-size snapshot (15.2M parameters, 32 tensors), one core: the issue 10 targets\n")
     L.append("`gradcodec bench SNAPSHOT --preset P --threads 1` (codec in memory, every run checked to give the same bytes).\n")
     L.append("| preset | ratio | encode MB/s | decode MB/s |")
     L.append("| --- | ---: | ---: | ---: |")
@@ -376,7 +381,7 @@ def main():
     L.append("\nThe peer ratios (bird+ ≥ 20× NumPy, topk ≥ 5× torch.topk, lossless vs zstd -3) are in the peer "
              "table below.\n")
 
-    L.append(f"## Threads: a snapshot with many tensors (VGG16 stack ×4: {many_tensors} tensors, "
+    L.append(f"## Threads: a synthetic snapshot with many tensors (VGG16 stack ×4: {many_tensors} tensors, "
              f"{4 * 15245130 / 1e6:.1f}M parameters)\n")
     L.append(f"`gradcodec bench --threads 1` and `--threads 2` ({3} timed runs each) alternated for {rounds} rounds; "
              "medians over the rounds; *rounds* gives each round's 2-thread ÷ 1-thread figure. "
@@ -451,7 +456,7 @@ def main():
             med = [statistics.median(per_cpu[c][k]) for c in cpus]
             L.append(f"| `{k}` | " + " | ".join(fmt(m) for m in med) + f" | {sum(med) / max(med):.2f}× |")
 
-    L.append(f"\n## Memory: encoding a {big_bytes / 1e9:.2f} GB snapshot (memory-mapped safetensors)\n")
+    L.append(f"\n## Memory: encoding a {big_bytes / 1e9:.2f} GB synthetic snapshot (memory-mapped safetensors)\n")
     L.append(f"Largest tensor {largest / 1e6:.1f} MB; limit 3 × largest + 64 MB = {(3 * largest + 64e6) / 1e6:.1f} MB. "
              "Peak RSS = ru_maxrss of the `gradcodec encode` child (what `/usr/bin/time -v` reports).\n")
     L.append("| preset | threads | peak RSS MB | within limit |")
