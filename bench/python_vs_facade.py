@@ -8,7 +8,14 @@ into numpy arrays here and into memory in bench_facade_encode, then for each pre
 rounds of the two (REPEAT encodes each per round, every encode timed alone, one thread) and
 reports the medians and their ratio. Checks that both wrote the same container bytes.
 
-  PYTHONPATH=build/python /usr/bin/python3 bench/python_vs_facade.py build [--rounds 3] [--repeat 5]
+With --recycle both processes run with glibc told to keep freed memory for reuse
+(GLIBC_TUNABLES mmap_threshold and trim_threshold of 1 GiB), so neither side's result lands in
+fresh pages the kernel must zero on first touch. By default glibc maps a block above 32 MiB
+fresh each time in the Python process (the previous `bytes` was such a block) while the C++ loop
+happens to get its freed vector back; --recycle separates that allocator effect from the
+binding's own cost (docs/performance.md).
+
+  PYTHONPATH=build/python /usr/bin/python3 bench/python_vs_facade.py build [--rounds 3] [--repeat 5] [--recycle]
 """
 import argparse
 import json
@@ -24,6 +31,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRESETS = ["lossless", "topk-1pct", "bird+"]
+RECYCLE = "glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824"
 
 
 def load_safetensors(path):
@@ -48,7 +56,13 @@ def main():
     ap.add_argument("--presets", default=",".join(PRESETS))
     ap.add_argument("--snapshot", help="an .npz of real gradients to use instead of the synthetic VGG16-size one "
                                        "(e.g. test_data/snapshots/step_000.npz)")
+    ap.add_argument("--recycle", action="store_true",
+                    help="run both sides with glibc keeping freed memory for reuse (see above)")
     args = ap.parse_args()
+    if args.recycle and os.environ.get("GLIBC_TUNABLES") != RECYCLE:
+        # The tunables are read when the process starts: start this script again with them (the
+        # facade's process inherits them).
+        os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, GLIBC_TUNABLES=RECYCLE))
     sys.path.insert(0, os.path.join(os.path.abspath(args.build), "python"))
     import gradcodec
 
@@ -67,7 +81,8 @@ def main():
             what = "synthetic VGG16-size snapshot"
         params = sum(a.size for a in grads.values() if a.dtype.kind == "f")
         print(f"{what}: {len(grads)} tensors, {params:,} float32 parameters; one thread; "
-              f"{args.rounds} rounds x {args.repeat} encodes each side, alternating")
+              f"{args.rounds} rounds x {args.repeat} encodes each side, alternating; "
+              f"allocator: {'freed memory kept for reuse (--recycle)' if args.recycle else 'glibc defaults'}")
         rows = []
         for preset in args.presets.split(","):
             cpp, py = [], []
