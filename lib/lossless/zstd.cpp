@@ -8,7 +8,7 @@
 #include <memory>
 #include <utility>
 
-#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_c_stableInBuffer (a parameter value; the shared library takes it)
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_c_stableInBuffer, ZSTD_c_literalCompressionMode (parameter values; the shared library takes them)
 #include <zstd.h>
 
 namespace gradcodec::stages {
@@ -96,6 +96,7 @@ uint64_t content_size(std::span<const uint8_t> head, uint64_t max_out) {
 
 struct Tuning {
   int level, minmatch, hashlog;  // minmatch, hashlog 0: the level's own
+  ZSTD_paramSwitch_e literals;   // ZSTD_ps_auto: the level's own
 };
 
 // The encoder. Input written whole in one write() is read in place (ZSTD_c_stableInBuffer: no
@@ -112,6 +113,8 @@ class Encode final : public ByteOut {
     // Encoder-only tuning (the frame does not record it; any zstd decoder reads the result).
     if (t.minmatch) checked(ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_minMatch, t.minmatch));
     if (t.hashlog) checked(ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_hashLog, t.hashlog));
+    if (t.literals != ZSTD_ps_auto)
+      checked(ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_literalCompressionMode, t.literals));
     checked(ZSTD_CCtx_setPledgedSrcSize(cctx_.get(), size));  // the frame records the size
     out_.begin(ZSTD_compressBound(static_cast<size_t>(size)), false);
   }
@@ -316,8 +319,10 @@ std::unique_ptr<Stage> make_zstd(const Params& p, uint32_t) {
     fail(ErrorCode::Usage, "zstd: minmatch must be 0 (the level's) or 3..7, got " + std::to_string(minmatch));
   if (hashlog != 0 && hashlog < 6)
     fail(ErrorCode::Usage, "zstd: hashlog must be 0 (the level's) or 6..25, got " + std::to_string(hashlog));
+  const std::string& lit = p.text("literals");
+  const ZSTD_paramSwitch_e literals = lit == "huffman" ? ZSTD_ps_enable : lit == "raw" ? ZSTD_ps_disable : ZSTD_ps_auto;
   auto s = std::make_unique<Zstd>(
-      Tuning{static_cast<int>(p.integer("level")), static_cast<int>(minmatch), static_cast<int>(hashlog)});
+      Tuning{static_cast<int>(p.integer("level")), static_cast<int>(minmatch), static_cast<int>(hashlog), literals});
   s->only_stream = p.text("stream") == "all" ? "" : p.text("stream");
   return s;
 }

@@ -49,7 +49,7 @@ TEST_CASE("text -> JSON -> text is the identity for every preset and stage examp
 
 TEST_CASE("JSON names every parameter with its version", "[pipeline]") {
   std::string j = Pipeline::parse("zstd").json();
-  CHECK(j == R"([{"stage":"raw","version":1,"params":{}},{"stage":"zstd","version":1,"params":{"level":3,"minmatch":0,"hashlog":0,"stream":"all"}}])");
+  CHECK(j == R"([{"stage":"raw","version":1,"params":{}},{"stage":"zstd","version":1,"params":{"level":3,"minmatch":0,"hashlog":0,"literals":"auto","stream":"all"}}])");
   // A header written before a parameter existed reads with its default (containers stay readable).
   CHECK(Pipeline::from_json(R"([{"stage":"raw","version":1,"params":{}},{"stage":"zstd","version":1,"params":{"level":1,"stream":"all"}}])")
             .text() == "raw | zstd(level=1)");
@@ -77,7 +77,7 @@ TEST_CASE("refusals name the stage and what would fit", "[pipeline]") {
     CHECK(has(m, "stream"));
   }
   SECTION("out of range names the range") {
-    CHECK(has(refusal("zstd(level=99)"), "zstd: level=99 is out of range [-7, 22]"));
+    CHECK(has(refusal("zstd(level=99)"), "zstd: level=99 is out of range [-1000, 22]"));
   }
   SECTION("not a number / not an integer / not a choice") {
     CHECK(has(refusal("zstd(level=abc)"), "is not a number"));
