@@ -61,14 +61,8 @@ DgcSelection dgc_select(std::span<const float> v, uint64_t k, double sample, Rng
       std::vector<uint32_t> scratch = keys;
       TopkCut cut = topk_cut(scratch, k);
       out.index.reserve(k);
-      for (size_t j = 0; j < pos.size(); ++j) {
-        if (keys[j] > cut.key) {
-          out.index.push_back(pos[j]);
-        } else if (keys[j] == cut.key && cut.ties > 0) {
-          out.index.push_back(pos[j]);
-          --cut.ties;
-        }
-      }
+      for (size_t j = 0; j < pos.size(); ++j)
+        if (cut.take(keys[j])) out.index.push_back(pos[j]);
       out.path = DgcPath::ExactOnSelected;
       return out;
     }

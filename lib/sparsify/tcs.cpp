@@ -95,14 +95,8 @@ std::vector<uint64_t> top_keys(const std::vector<uint32_t>& keys, uint64_t k) {
   }
   TopkCut cut = topk_cut(cand, k);
   out.reserve(k);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (keys[i] > cut.key) {
-      out.push_back(i);
-    } else if (keys[i] == cut.key && cut.ties > 0) {
-      out.push_back(i);
-      --cut.ties;
-    }
-  }
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (cut.take(keys[i])) out.push_back(i);
   return out;
 }
 

@@ -124,7 +124,6 @@ uint64_t for_each_at_least(std::span<const float> v, uint32_t min_key, F&& f) {
   return nan;
 }
 
-
 // Histogram of the first digit. Gradients put most values in a few bins (a few exponents), so
 // four interleaved histograms keep consecutive increments of one bin from waiting on each other.
 template <bool CountNonfinite>
@@ -161,12 +160,7 @@ std::vector<uint64_t> apply_cut(std::span<const float> v, TopkCut cut, uint64_t 
   std::vector<uint64_t> idx;
   idx.reserve(reserve);
   for_each_at_least(v, cut.key, [&](size_t i, uint32_t key) {
-    if (key > cut.key) {
-      idx.push_back(i);
-    } else if (cut.ties > 0) {  // key == cut.key
-      idx.push_back(i);
-      --cut.ties;
-    }
+    if (cut.take(key)) idx.push_back(i);
   });
   return idx;
 }
@@ -327,14 +321,8 @@ bool topk_select_sampled(std::span<const float> v, uint64_t k, uint64_t* nonfini
   std::vector<uint32_t> scratch(keys);
   TopkCut cut = refine(scratch, k, 0, 0);
   size_t w = 0;
-  for (size_t j = 0; j < keys.size(); ++j) {
-    if (keys[j] > cut.key) {
-      idx[w++] = idx[j];
-    } else if (keys[j] == cut.key && cut.ties > 0) {
-      idx[w++] = idx[j];
-      --cut.ties;
-    }
-  }
+  for (size_t j = 0; j < keys.size(); ++j)
+    if (cut.take(keys[j])) idx[w++] = idx[j];
   idx.resize(w);
   return true;
 }
@@ -415,16 +403,8 @@ std::vector<uint64_t> topk_select_by_sign(std::span<const float> v, uint64_t k, 
   }
   std::vector<uint64_t> idx;
   idx.reserve(std::min(k, size[0]) + std::min(k, size[1]));
-  for (size_t i = 0; i < v.size(); ++i) {
-    TopkCut& c = cut[side_of(v[i])];
-    const uint32_t key = magnitude_key(v[i]);
-    if (key > c.key) {
-      idx.push_back(i);
-    } else if (key == c.key && c.ties > 0) {
-      idx.push_back(i);
-      --c.ties;
-    }
-  }
+  for (size_t i = 0; i < v.size(); ++i)
+    if (cut[side_of(v[i])].take(magnitude_key(v[i]))) idx.push_back(i);
   return idx;
 }
 

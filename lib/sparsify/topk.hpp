@@ -48,6 +48,16 @@ inline uint32_t magnitude_key(float v) noexcept {
 struct TopkCut {
   uint32_t key = 0;
   uint64_t ties = 0;
+  // The keep rule, for keys met in ascending position: every key above the cut, and the first
+  // `ties` keys equal to it (each one taken uses one up).
+  bool take(uint32_t k) noexcept {
+    if (k > key) return true;
+    if (k == key && ties > 0) {
+      --ties;
+      return true;
+    }
+    return false;
+  }
 };
 
 // The cut for the k largest of `keys` (1 ≤ k ≤ keys.size()), O(size). Reorders and shrinks
