@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Restricted pickle reading (contract in pickle_restricted.hpp; the .pt writer is pickle_write.cpp).
+// Restricted pickle reading (contract in pickle_restricted.hpp; the .pt writer is pickle_write.cpp;
+// the names it knows, torch's storage classes and the opcodes', are in pickle_names.cpp).
 //
 // The interpreter follows CPython's _pickle.c for the opcodes it knows: one value stack with
 // MARK positions on a second stack, a memo from indices to values. Every value is an entry of an
@@ -12,8 +13,6 @@
 
 #include <gradcodec/error.hpp>
 
-#include <array>
-#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -23,98 +22,7 @@ namespace {
 
 using safetensors::printable;
 
-constexpr std::array<StorageType, 13> kStorageTypes{{
-    {"FloatStorage", "<f4", 4, true},
-    {"HalfStorage", "<f2", 2, true},
-    {"BFloat16Storage", "", 2, true},
-    {"DoubleStorage", "<f8", 8, true},
-    {"LongStorage", "<i8", 8, false},
-    {"IntStorage", "<i4", 4, false},
-    {"ShortStorage", "<i2", 2, false},
-    {"CharStorage", "|i1", 1, false},
-    {"ByteStorage", "|u1", 1, false},
-    {"BoolStorage", "|b1", 1, false},
-    {"ComplexFloatStorage", "<c8", 8, false},
-    {"ComplexDoubleStorage", "<c16", 16, false},
-    {"UntypedStorage", "|u1", 1, false},  // torch >= 2.0 for a storage saved on its own: bytes
-}};
-
 constexpr uint64_t kMaxElements = uint64_t{1} << 62;  // as shape_elements()
-
-// The pickle opcodes by byte, for error messages (Python's pickletools names).
-const char* opcode_name(uint8_t op) {
-  switch (op) {
-    case '(': return "MARK";
-    case '.': return "STOP";
-    case '0': return "POP";
-    case '1': return "POP_MARK";
-    case '2': return "DUP";
-    case 'F': return "FLOAT";
-    case 'I': return "INT";
-    case 'J': return "BININT";
-    case 'K': return "BININT1";
-    case 'L': return "LONG";
-    case 'M': return "BININT2";
-    case 'N': return "NONE";
-    case 'P': return "PERSID";
-    case 'Q': return "BINPERSID";
-    case 'R': return "REDUCE";
-    case 'S': return "STRING";
-    case 'T': return "BINSTRING";
-    case 'U': return "SHORT_BINSTRING";
-    case 'V': return "UNICODE";
-    case 'X': return "BINUNICODE";
-    case 'a': return "APPEND";
-    case 'b': return "BUILD";
-    case 'c': return "GLOBAL";
-    case 'd': return "DICT";
-    case '}': return "EMPTY_DICT";
-    case 'e': return "APPENDS";
-    case 'g': return "GET";
-    case 'h': return "BINGET";
-    case 'i': return "INST";
-    case 'j': return "LONG_BINGET";
-    case 'l': return "LIST";
-    case ']': return "EMPTY_LIST";
-    case 'o': return "OBJ";
-    case 'p': return "PUT";
-    case 'q': return "BINPUT";
-    case 'r': return "LONG_BINPUT";
-    case 's': return "SETITEM";
-    case 't': return "TUPLE";
-    case ')': return "EMPTY_TUPLE";
-    case 'u': return "SETITEMS";
-    case 'G': return "BINFLOAT";
-    case 0x80: return "PROTO";
-    case 0x81: return "NEWOBJ";
-    case 0x82: return "EXT1";
-    case 0x83: return "EXT2";
-    case 0x84: return "EXT4";
-    case 0x85: return "TUPLE1";
-    case 0x86: return "TUPLE2";
-    case 0x87: return "TUPLE3";
-    case 0x88: return "NEWTRUE";
-    case 0x89: return "NEWFALSE";
-    case 0x8a: return "LONG1";
-    case 0x8b: return "LONG4";
-    case 'B': return "BINBYTES";
-    case 'C': return "SHORT_BINBYTES";
-    case 0x8c: return "SHORT_BINUNICODE";
-    case 0x8d: return "BINUNICODE8";
-    case 0x8e: return "BINBYTES8";
-    case 0x8f: return "EMPTY_SET";
-    case 0x90: return "ADDITEMS";
-    case 0x91: return "FROZENSET";
-    case 0x92: return "NEWOBJ_EX";
-    case 0x93: return "STACK_GLOBAL";
-    case 0x94: return "MEMOIZE";
-    case 0x95: return "FRAME";
-    case 0x96: return "BYTEARRAY8";
-    case 0x97: return "NEXT_BUFFER";
-    case 0x98: return "READONLY_BUFFER";
-    default: return nullptr;
-  }
-}
 
 enum class Kind : uint8_t { None, Bool, Int, Float, Str, Tuple, List, Dict, Global, Storage, Tensor };
 
@@ -139,7 +47,7 @@ enum class Global : uint8_t { OrderedDict, RebuildTensorV2, RebuildTensor, Rebui
 
 // One value. `aux` indexes strs_ (Str, and Global: its name), conts_ (Tuple, List, Dict: a dict
 // holds key, value, key, value, ...), tensors_ (Tensor), storages (Storage); `v` is an Int's or a
-// Bool's value, a Float's bits, a storage class's index in kStorageTypes.
+// Bool's value, a Float's bits, a storage class's index in storage_types().
 struct Obj {
   Kind kind;
   Global global = Global::OrderedDict;
@@ -428,7 +336,7 @@ class Interpreter {
     if (full == "torch._utils._rebuild_parameter_with_state") return make_global(Global::RebuildParameterState);
     const std::string cls = full.rfind("torch.", 0) == 0 ? full.substr(6) : std::string();
     if (const StorageType* t = storage_type_by_name(cls == "storage.UntypedStorage" ? "UntypedStorage" : cls))
-      return make_global(Global::StorageClass, t - kStorageTypes.data());
+      return make_global(Global::StorageClass, t - storage_types().data());
     bad("the pickle names the global " + printable(full) +
         ", which is not read: only collections.OrderedDict, torch._utils._rebuild_tensor_v2 (and "
         "_rebuild_tensor, _rebuild_parameter) and torch's storage types are (nothing in the file is "
@@ -534,7 +442,7 @@ class Interpreter {
       bad("a storage whose type is a " + std::string(kind_name(obj(f[1]).kind)) + ", not a torch storage class");
     if (obj(f[2]).kind != Kind::Str) bad("a storage whose key is not a string");
     if (obj(f[3]).kind != Kind::Str) bad("a storage whose location is not a string");
-    const StorageType* type = &kStorageTypes[static_cast<size_t>(obj(f[1]).v)];
+    const StorageType* type = &storage_types()[static_cast<size_t>(obj(f[1]).v)];
     const int64_t numel = int_arg(f[4], "a storage's size");
     if (numel < 0 || static_cast<uint64_t>(numel) > kMaxElements / type->size)
       bad("a storage of " + std::to_string(numel) + " elements");
@@ -630,18 +538,6 @@ class Interpreter {
 };
 
 }  // namespace
-
-const StorageType* storage_type_by_name(const std::string& name) {
-  for (const StorageType& t : kStorageTypes)
-    if (name == t.torch_name) return &t;
-  return nullptr;
-}
-
-const StorageType* storage_type_by_descr(const std::string& descr) {
-  for (const StorageType& t : kStorageTypes)
-    if (descr == t.descr && std::strcmp(t.torch_name, "UntypedStorage") != 0) return &t;
-  return nullptr;
-}
 
 Result read_torch_pickle(const uint8_t* p, size_t n, const std::string& where, const std::string& root_name) {
   return Interpreter(p, n, where).run(root_name);

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,11 @@ const StorageType* storage_type_by_name(const std::string& name);
 // The typed storage class holding elements of this little-endian numpy descr ("<f4", "|b1"; ""
 // is bfloat16); nullptr when torch has none (unsigned integers wider than a byte, structured).
 const StorageType* storage_type_by_descr(const std::string& descr);
+// Every storage class the reader knows; a storage class is kept as its index here.
+std::span<const StorageType> storage_types();
+// Python's pickletools name of opcode `op` ("BINUNICODE"), for error messages; nullptr for a
+// byte that is no opcode.
+const char* opcode_name(uint8_t op);
 
 struct Storage {
   std::string key;          // the member ARCHIVE/data/KEY
