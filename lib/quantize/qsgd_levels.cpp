@@ -42,7 +42,7 @@ namespace {
 // (64-bit multiplies: AVX-512DQ), u = (z >> 11)·2⁻⁵³ converted exactly (< 2^53); the compares
 // are the ordered ones of the scalar code (false on NaN), the sign test the unordered
 // not-less-than (true on NaN, as sign_bit).
-__attribute__((target("avx512f,avx512dq"))) void codes_avx512(const float* x, uint64_t m, double scale, double s,
+__attribute__((target("avx512f,avx512dq,avx512vl"))) void codes_avx512(const float* x, uint64_t m, double scale, double s,
                                                               unsigned level_bits, uint64_t key, uint64_t first,
                                                               uint32_t* code) noexcept {
   const __m512d vs = _mm512_set1_pd(s), vscale = _mm512_set1_pd(scale), zero = _mm512_setzero_pd();
@@ -51,7 +51,7 @@ __attribute__((target("avx512f,avx512dq"))) void codes_avx512(const float* x, ui
   const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
   const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
   const __m512i step = _mm512_set1_epi64(static_cast<long long>(Rng::kGamma * 8));
-  const __m512i one = _mm512_set1_epi32(1), sign = _mm512_set1_epi32(static_cast<int>(1u << level_bits));
+  const __m256i one = _mm256_set1_epi32(1), sign = _mm256_set1_epi32(static_cast<int>(1u << level_bits));
   __m512i z = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(key + first * Rng::kGamma)),
                                _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), gamma));
   uint64_t j = 0;
@@ -66,16 +66,17 @@ __attribute__((target("avx512f,avx512dq"))) void codes_avx512(const float* x, ui
     t = _mm512_xor_si512(t, _mm512_srli_epi64(t, 31));
     const __m512d u = _mm512_mul_pd(_mm512_cvtepi64_pd(_mm512_srli_epi64(t, 11)), two_m53);
     z = _mm512_add_epi64(z, step);
-    const __mmask8 below = _mm512_cmp_pd_mask(r, vs, _CMP_LT_OQ), at_or_above = _mm512_cmp_pd_mask(r, vs, _CMP_GE_OQ);
-    const __m512d rc = _mm512_mask_mov_pd(_mm512_maskz_mov_pd(at_or_above, vs), below, r);
+    // rc: min(r, s) where r is ordered (r = s gives s either way), 0 where r is NaN.
+    const __m512d rc = _mm512_maskz_min_pd(_mm512_cmp_pd_mask(r, r, _CMP_ORD_Q), r, vs);
     const __m256i fl = _mm512_cvttpd_epi32(rc);
-    const __m512d frac = _mm512_sub_pd(rc, _mm512_cvtepi32_pd(fl));
+    const __m512d frac = _mm512_reduce_pd(rc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);  // rc − ⌊rc⌋, exact
     const __mmask8 up = _mm512_cmp_pd_mask(u, frac, _CMP_LT_OQ);
     const __mmask8 positive = _mm512_cmp_pd_mask(xd, zero, _CMP_NLT_UQ);
-    __m512i l = _mm512_castsi256_si512(fl);
-    l = _mm512_mask_add_epi32(l, up, l, one);
-    l = _mm512_mask_or_epi32(l, positive, l, sign);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(code + j), _mm512_castsi512_si256(l));
+    // The 8-bit masks act on the eight 32-bit codes in a 256-bit register (AVX-512VL): widening
+    // them to a 16-bit mask would send each through a general register.
+    __m256i l = _mm256_mask_add_epi32(fl, up, fl, one);
+    l = _mm256_mask_or_epi32(l, positive, l, sign);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(code + j), l);
   }
   qsgd_codes_portable(x + j, m - j, scale, s, level_bits, key, first + j, code + j);
 }
@@ -88,7 +89,7 @@ __attribute__((target("avx512f,avx512dq"))) void codes_avx512(const float* x, ui
 
 bool qsgd_codes_vectorised() noexcept {
 #if defined(GRADCODEC_QSGD_AVX512)
-  return cpu_avx512dq();
+  return cpu_avx512dq() && cpu_avx512vl();
 #else
   return false;
 #endif
