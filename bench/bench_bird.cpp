@@ -94,13 +94,6 @@ FrameView view_of(const std::vector<Tensor>& ts) {
   return v;
 }
 
-Params bird_plus_params() {
-  Params p;
-  p.set("gamma", {ParamType::Float, 1.4, "1.4"});
-  p.set("vectors", {ParamType::Choice, 0, "attach"});
-  return p;
-}
-
 // The payloads the codec hands a reducer: the tensor's f32 values already materialised (the
 // codec calls Payload::dense_f32 before any reducer; that copy is not the sparsifier's work).
 std::vector<Payload> payloads(const std::vector<Tensor>& ts) {
@@ -139,7 +132,7 @@ const Snapshot16& vgg16() {
       s.tensors.push_back(test::make_tensor(l.name, l.shape, gradient_like(l.shape, l.scale, seed++)));
       s.params += s.tensors.back().elements();
     }
-    auto bird = stages::make_bird_plus(bird_plus_params(), 1);
+    auto bird = test::make_stage("bird+(gamma=1.4)");
     s.bird_kept.assign(s.tensors.size(), 0);
     auto ps = payloads(s.tensors);
     run_frame(*static_cast<Reducer*>(bird.get()), s.tensors, ps, 1, [&](size_t i, const Payload& p, const Streams& st) {
@@ -163,26 +156,15 @@ void counters(benchmark::State& state, const Snapshot16& s, uint64_t kept) {
                                                    benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
-Params topk_k(uint64_t k) {
-  Params p;
-  p.set("k", {ParamType::Int, static_cast<double>(k), std::to_string(k)});
-  p.set("scope", {ParamType::Choice, 0, "layer"});
-  return p;
-}
-
 // The reducers compared: bird+ (gamma 1.4), bird, and exact topk with bird+'s per-tensor k.
 enum class Which { BirdPlus, Bird, Topk };
 
 std::vector<std::unique_ptr<Stage>> reducers(Which w, const Snapshot16& s) {
   std::vector<std::unique_ptr<Stage>> out;
-  if (w == Which::BirdPlus) out.push_back(stages::make_bird_plus(bird_plus_params(), 1));
-  if (w == Which::Bird) {
-    Params p;
-    p.set("vectors", {ParamType::Choice, 0, "attach"});
-    out.push_back(stages::make_bird(p, 1));
-  }
+  if (w == Which::BirdPlus) out.push_back(test::make_stage("bird+(gamma=1.4)"));
+  if (w == Which::Bird) out.push_back(test::make_stage("bird"));
   if (w == Which::Topk)
-    for (uint64_t k : s.bird_kept) out.push_back(stages::make_topk(topk_k(std::max<uint64_t>(1, k)), 1));
+    for (uint64_t k : s.bird_kept) out.push_back(test::make_stage("topk(k=" + std::to_string(std::max<uint64_t>(1, k)) + ")"));
   return out;
 }
 

@@ -24,13 +24,6 @@ void report(benchmark::State& state, size_t d) {
                                                   benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
-Params topk_params(double ratio) {
-  Params p;
-  p.set("ratio", {ParamType::Float, ratio, format_number(ratio, ParamType::Float)});
-  p.set("scope", {ParamType::Choice, 0, "layer"});
-  return p;
-}
-
 // 8 magnitude levels: every radix bin the select lands in is full of ties.
 std::vector<float> eight_levels(size_t d) {
   auto v = test::gaussian(d, 2);
@@ -44,7 +37,7 @@ std::vector<float> eight_levels(size_t d) {
 static void BM_topk_encode(benchmark::State& state) {
   const size_t d = static_cast<size_t>(state.range(0));
   Tensor t = test::make_tensor("w", {d}, test::gaussian(d, 1, 1e-3f));
-  auto stage = stages::make_topk(topk_params(0.01), 1);
+  auto stage = test::make_stage("topk(ratio=0.01)");
   auto* red = static_cast<Reducer*>(stage.get());
   for (auto _ : state) {
     Payload p;

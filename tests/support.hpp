@@ -4,6 +4,7 @@
 
 #include <gradcodec/codec.hpp>
 #include <gradcodec/pipeline.hpp>
+#include <gradcodec/plugin/registry.hpp>
 #include <gradcodec/rng.hpp>
 
 #include <cstring>
@@ -12,6 +13,14 @@
 #include <vector>
 
 namespace gradcodec::test {
+
+// The stage a pipeline text starts with ("topk(ratio=0.01)"), every parameter the text leaves out
+// at its registered default, as a pipeline would make it (parsing may append stages: an index
+// coder after a sparsifier).
+inline std::unique_ptr<Stage> make_stage(const std::string& text) {
+  const StageSpec s = Pipeline::parse(text).stages().front();
+  return find_stage(s.name)->make(s.params, s.version);
+}
 
 // A frame for SequenceEncoder::encode_frame from tensors in memory (which must outlive it).
 inline FrameSource frame_source(const std::vector<Tensor>& fr, std::string source = "frame") {
