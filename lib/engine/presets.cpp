@@ -11,8 +11,8 @@ namespace gradcodec {
 const std::vector<Preset>& preset_table() {
   static const std::vector<Preset> presets = {
       {.name = "lossless",
-       .pipeline = "raw | shuffle(block=262144) | zstd(level=-1000, literals=huffman)",
-       .source = "bit-exact: byte shuffle + Zstandard (its Huffman literals, almost no match search)"},
+       .pipeline = "raw | zsplit",
+       .source = "bit-exact: zero runs apart, f32 sign-and-exponent bytes through Zstandard, mantissa bytes stored"},
       {.name = "fp16",
        .pipeline = "fp16",
        .source = "half-precision cast (PyTorch's fp16_compress_hook)"},

@@ -48,6 +48,7 @@
 #include "lossless/lzma.hpp"
 #include "lossless/shuffle.hpp"
 #include "lossless/zstd.hpp"
+#include "lossless/zsplit.hpp"
 
 namespace gradcodec {
 
@@ -464,6 +465,15 @@ const std::vector<StageEntry>& build_table() {
        .summary = "Zstandard",
        .source = "RFC 8878",
        .example = "zstd(level=1)"},
+      {.name = "zsplit",
+       .kind = StageKind::Lossless,
+       .version = 1,
+       .params = {int_param("level", "-1000", -1000, 22, "zstd level of the sign-and-exponent bytes (Huffman literals)"),
+                  stream_param()},
+       .make = make_zsplit,
+       .summary = "float32 words: zero runs apart, low bytes stored, sign and exponent through zstd",
+       .source = "byte planes as in Blosc / HDF5 shuffle; RFC 8878 (zstd)",
+       .example = "raw | zsplit"},
       {.name = "lzma",
        .kind = StageKind::Lossless,
        .version = 1,

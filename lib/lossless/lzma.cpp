@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "lossless/lzma.hpp"
 
+#include "lossless/whole.hpp"
+
 #include <lzma.h>
 
 namespace gradcodec::stages {
@@ -21,37 +23,9 @@ lzma_options_lzma options_for(uint32_t preset, uint64_t size, bool for_decode) {
   return opt;
 }
 
-// Takes its input whole (in place when it comes in one write(), else gathered) and codes it
-// with `done` once it is all in: LZMA's raw buffer codecs, on what are mostly small index streams.
-class Whole : public ByteOut {
+class Encode final : public WholeInput {
  public:
-  Whole(ByteOut& out, uint64_t size) : out_(out), size_(size) {}
-  void begin(uint64_t, bool) override {}
-  void write(std::span<const uint8_t> bytes) override {
-    got_ += bytes.size();
-    if (got_ > size_) fail(ErrorCode::Internal, "lzma: more input than announced");
-    if (bytes.size() == size_) return done(bytes);
-    held_.insert(held_.end(), bytes.begin(), bytes.end());
-    if (got_ == size_) done(held_);
-  }
-  void end() override {
-    if (got_ != size_) fail(ErrorCode::Internal, "lzma: input ended early");
-    if (size_ == 0) done({});
-    out_.end();
-  }
-
- protected:
-  virtual void done(std::span<const uint8_t> in) = 0;  // writes into out_, and not out_.end()
-  ByteOut& out_;
-
- private:
-  uint64_t size_, got_ = 0;
-  std::vector<uint8_t> held_;
-};
-
-class Encode final : public Whole {
- public:
-  Encode(ByteOut& out, uint64_t size, uint32_t preset) : Whole(out, size), preset_(preset) {
+  Encode(ByteOut& out, uint64_t size, uint32_t preset) : WholeInput(out, size, "lzma"), preset_(preset) {
     out_.begin(bound(size), false);
   }
 
@@ -74,9 +48,9 @@ class Encode final : public Whole {
   uint32_t preset_;
 };
 
-class Decode final : public Whole {
+class Decode final : public WholeInput {
  public:
-  Decode(ByteOut& out, uint64_t size, uint64_t max_out) : Whole(out, size), max_out_(max_out) {}
+  Decode(ByteOut& out, uint64_t size, uint64_t max_out) : WholeInput(out, size, "lzma"), max_out_(max_out) {}
 
  private:
   void done(std::span<const uint8_t> in) override {

@@ -280,6 +280,8 @@ class Shuffle final : public Lossless {
 
 }  // namespace
 
+std::unique_ptr<Lossless> shuffle_coder(uint64_t block) { return std::make_unique<Shuffle>(0, block); }
+
 std::unique_ptr<Stage> make_shuffle(const Params& p, uint32_t) {
   auto s = std::make_unique<Shuffle>(static_cast<unsigned>(p.integer("width")),
                                      static_cast<uint64_t>(p.integer("block")));

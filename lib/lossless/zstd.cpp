@@ -313,6 +313,10 @@ class Zstd final : public Lossless {
 
 }  // namespace
 
+std::unique_ptr<Lossless> zstd_coder(int level, bool huffman_literals) {
+  return std::make_unique<Zstd>(Tuning{level, 0, 0, huffman_literals ? ZSTD_ps_enable : ZSTD_ps_auto});
+}
+
 std::unique_ptr<Stage> make_zstd(const Params& p, uint32_t) {
   const auto minmatch = p.integer("minmatch"), hashlog = p.integer("hashlog");
   if (minmatch != 0 && minmatch < 3)

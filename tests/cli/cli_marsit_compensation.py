@@ -127,7 +127,7 @@ def test_merge_marsit_of_lossless_workers_compensates():
     assert "pipeline 'sign'" in err, err
     run("merge", *ins, "-o", off, "--method", "marsit", "--seed", "3", "--no-compensation", "--force", "--quiet")
     _, err = run("merge", *ins, "-o", sync, "--method", "marsit", "--seed", "3", "--full-sync", "4", "--force")
-    assert "pipeline 'raw | shuffle" in err, err  # lossless: the full-precision frames need it
+    assert "pipeline 'raw | zsplit" in err, err  # lossless: the full-precision frames need it
     # The compensation is per tensor: the bytes do not depend on the thread count.
     for opts, ref in (((), on), (("--full-sync", "4"), sync)):
         for threads in (1, 3):

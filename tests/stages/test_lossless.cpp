@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// shuffle, zstd, lzma: exact round trips of every stream, sizes, refusals of corrupt input,
+// shuffle, zstd, lzma, zsplit: exact round trips of every stream, sizes, refusals of corrupt input,
 // and the decompression-bomb bound.
 #include <catch2/catch.hpp>
 
@@ -12,6 +12,7 @@
 #include <lzma.h>
 
 #include <cstring>
+#include <limits>
 #include <thread>
 
 using namespace gradcodec;
@@ -123,7 +124,8 @@ TEST_CASE("lossless stages round-trip any bytes exactly", "[lossless]") {
   for (const char* text : {"shuffle", "shuffle(width=2)", "shuffle(width=4)", "shuffle(width=8)", "shuffle(width=3)",
                            "shuffle(block=1)", "shuffle(width=4, block=1000)", "shuffle(width=3, block=4097)",
                            "shuffle(width=8, block=65536)", "zstd(level=1)", "zstd(level=19)", "zstd(level=-5)", "zstd(level=1, minmatch=7, hashlog=10)",
-                           "zstd(level=3, minmatch=3, hashlog=6)", "lzma(preset=0)", "lzma(preset=6)"}) {
+                           "zstd(level=3, minmatch=3, hashlog=6)", "lzma(preset=0)", "lzma(preset=6)", "zsplit",
+                           "zsplit(level=3)"}) {
     std::unique_ptr<Stage> keep;
     const Lossless& l = lossless(text, keep);
     for (size_t n : {0, 1, 3, 4, 5, 1000, 16383, 16384, 16385, 65537, 100007}) {
@@ -141,7 +143,9 @@ TEST_CASE("lossless stages round-trip any bytes exactly", "[lossless]") {
         const auto pieces = encode_via(l, in, 4, 1000, true, 7);
         if (std::string(text).find("level=-") == std::string::npos) CHECK(pieces == enc);
         CHECK(l.decode(pieces, n) == in);
-        if (comp && n >= 1000 && std::string(text).rfind("shuffle", 0) != 0) CHECK(enc.size() < n / 4);
+        // (shuffle only reorders; zsplit stores the low bytes of words that are not zero)
+        const std::string t = text;
+        if (comp && n >= 1000 && t.rfind("shuffle", 0) != 0 && t.rfind("zsplit", 0) != 0) CHECK(enc.size() < n / 4);
       }
     }
   }
@@ -260,7 +264,7 @@ TEST_CASE("zstd decodes its input as it comes, to decode()'s bytes, and refuses 
 
 TEST_CASE("lossless decoders refuse corrupt data and outputs beyond the bound", "[lossless]") {
   auto in = bytes_of(5000, 1, true);
-  for (const char* text : {"zstd", "lzma"}) {
+  for (const char* text : {"zstd", "lzma", "zsplit"}) {
     for (bool scratch : {false, true}) {
       std::unique_ptr<Stage> keep;
       const Lossless& l = lossless(text, keep);
@@ -370,7 +374,7 @@ TEST_CASE("zstd's literals: huffman codes them at any level, raw stores them; th
   CHECK(static_cast<double>(raw1.size()) > 1.05 * static_cast<double>(auto1.size()));
   // Within 2% of level 1 with its own literal coding (matches add little after the shuffle).
   CHECK(static_cast<double>(coded.size()) < 1.02 * static_cast<double>(auto1.size()));
-  CHECK(Pipeline::preset("lossless").text() == "raw | shuffle(block=262144) | zstd(level=-1000, literals=huffman)");
+  CHECK(Pipeline::preset("lossless").text() == "raw | zsplit");
   for (const char* bad : {"zstd(literals=fse)", "zstd(level=-1001)"}) {
     INFO(bad);
     try {
@@ -561,4 +565,152 @@ TEST_CASE("zstd's contexts kept between streams give the bytes of fresh ones, af
     CHECK(decode_with(tuned, true, fresh_tuned, data.size()) == data);
     CHECK(high.decode(fresh_high, noise.size()) == noise);
   }
+}
+
+namespace {
+std::vector<uint8_t> words_bytes(const std::vector<uint32_t>& w) {
+  std::vector<uint8_t> b(w.size() * 4);
+  for (size_t i = 0; i < w.size(); ++i)
+    for (int j = 0; j < 4; ++j) b[4 * i + static_cast<size_t>(j)] = static_cast<uint8_t>(w[i] >> (8 * j));
+  return b;
+}
+}  // namespace
+
+TEST_CASE("zsplit: the stream's layout, word by word", "[lossless][zsplit]") {
+  // Words 0, 1.0f, 0, -1.0f + 1 ulp, then a 2-byte tail: size 18, 2 non-zero words, their low
+  // bytes in word order, then the two zstd frames (bitmap, high bytes) and the tail.
+  std::unique_ptr<Stage> keep;
+  const Lossless& l = lossless("zsplit", keep);
+  auto in = words_bytes({0u, 0x3f800000u, 0u, 0xbf800001u});
+  in.push_back(0xab), in.push_back(0xcd);
+  const auto enc = l.encode(in, 4);
+  ByteReader r(enc, "test");
+  CHECK(r.varint() == 18);
+  CHECK(r.u8() == 4);  // the width hint
+  CHECK(r.varint() == 2);
+  const auto low = r.bytes(6);
+  CHECK(std::vector<uint8_t>(low.begin(), low.end()) == std::vector<uint8_t>{0x00, 0x00, 0x80, 0x01, 0x00, 0x80});
+  std::unique_ptr<Stage> z;
+  const Lossless& zstd = lossless("zstd", z);
+  const auto bits = r.bytes(r.varint());
+  CHECK(zstd.decode(bits, 1) == std::vector<uint8_t>{0x0a});  // words 1 and 3
+  const auto high = r.bytes(r.varint());
+  CHECK(zstd.decode(high, 2) == std::vector<uint8_t>{0x3f, 0xbf});
+  const auto tail = r.bytes(2);
+  CHECK(tail[0] == 0xab);
+  CHECK(tail[1] == 0xcd);
+  r.expect_end();
+  CHECK(l.decode(enc, in.size()) == in);
+}
+
+TEST_CASE("zsplit: zero runs cost almost nothing, the low bytes of the rest are stored as they are", "[lossless][zsplit]") {
+  // Gradient-like f32 (Gaussian times a scale) with whole runs of exact zeros, and words that
+  // are not zero but look so in part (−0, denormals, NaN, a zero high byte).
+  Rng r(7);
+  std::vector<float> v(300007);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (i / 10000) % 3 == 1 ? 0.0f : static_cast<float>(r.normal() * 1e-3);
+  v[5] = -0.0f, v[6] = std::numeric_limits<float>::denorm_min(), v[7] = std::numeric_limits<float>::quiet_NaN();
+  v[8] = 1e-39f;  // denormal: high byte 0, not a zero word
+  std::vector<uint8_t> in(v.size() * 4);
+  std::memcpy(in.data(), v.data(), in.size());
+  uint64_t nonzero = 0;
+  for (size_t i = 0; i < v.size(); ++i) nonzero += (in[4 * i] | in[4 * i + 1] | in[4 * i + 2] | in[4 * i + 3]) != 0;
+  REQUIRE(nonzero < v.size() * 7 / 10);
+  std::unique_ptr<Stage> keep;
+  const Lossless& l = lossless("zsplit", keep);
+  const auto enc = l.encode(in, 4);
+  REQUIRE(l.decode(enc, in.size()) == in);
+  CHECK(decode_via(l, enc, in.size(), 4099, 1000) == in);
+  // 3 bytes per non-zero word, the high bytes in at most 4 bits each (Gaussian exponents), the
+  // bitmap of long runs in a few hundred bytes.
+  CHECK(enc.size() > 3 * nonzero);
+  CHECK(enc.size() < 3 * nonzero + nonzero / 2 + 1000);
+}
+
+TEST_CASE("zsplit refuses streams whose counts disagree", "[lossless][zsplit]") {
+  std::unique_ptr<Stage> keep;
+  const Lossless& l = lossless("zsplit", keep);
+  const auto in = words_bytes({0u, 0x3f800000u, 0u, 0xbf800001u, 7u, 0u, 0u, 0u, 9u});
+  const auto enc = l.encode(in, 4);
+  REQUIRE(l.decode(enc, in.size()) == in);
+  auto expect_corrupt = [&](std::vector<uint8_t> bad, const std::string& what) {
+    INFO(what);
+    try {
+      l.decode(bad, in.size());
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Corrupt);
+    }
+  };
+  auto bad = enc;
+  bad[1] = 5;  // k: 5 non-zero words, the bitmap marks 4
+  expect_corrupt(bad, "k above the bitmap's count");
+  bad[1] = 10;  // k > n
+  expect_corrupt(bad, "k above n");
+  bad = enc;
+  bad[0] = 40;  // size 40: n = 10, the bitmap holds 2 bytes for 9 words' 2... mismatch
+  expect_corrupt(bad, "size");
+  bad = enc;
+  bad.push_back(0);
+  expect_corrupt(bad, "a byte after the stream");
+  // Every single-byte change either decodes (to some bytes) or is refused as corrupt.
+  for (size_t i = 0; i < enc.size(); ++i)
+    for (uint8_t x : {uint8_t{0x01}, uint8_t{0x80}, uint8_t{0xff}}) {
+      auto m = enc;
+      m[i] ^= x;
+      try {
+        (void)l.decode(m, in.size());
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::Corrupt);
+      }
+    }
+}
+
+TEST_CASE("zsplit: every width round-trips, in blocks and pieces", "[lossless][zsplit]") {
+  // f32 streams (width 4) are split; other widths go through byte shuffle + zstd inside the
+  // stage's framing. Runs of zero elements, single zero bytes inside non-zero elements, across
+  // the 2^18-element blocks and the decoders' chunks.
+  Rng r(11);
+  for (uint8_t width : {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{8}, uint8_t{16}}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{9}, size_t{8193}, size_t{(1u << 18) + 5}}) {
+      const size_t bytes = n * width + (n % 3);  // a tail shorter than one element too
+      std::vector<uint8_t> in(bytes);
+      for (size_t i = 0; i < bytes; ++i) {
+        const size_t e = i / width;
+        in[i] = (e / 37) % 3 == 0 ? 0 : static_cast<uint8_t>(r.next_u64() % 4 == 0 ? 0 : r.next_u64());
+      }
+      INFO("width " << int(width) << " n " << n);
+      std::unique_ptr<Stage> keep;
+      const Lossless& l = lossless("zsplit", keep);
+      const auto enc = l.encode(in, width);
+      CHECK(l.decode(enc, bytes) == in);
+      CHECK(decode_via(l, enc, bytes, 1000, 4096) == in);
+      CHECK(decode_via(l, enc, bytes, 7, 0) == in);
+      CHECK(encode_via(l, in, width, 999, true, 13) == enc);
+    }
+  }
+}
+
+TEST_CASE("zsplit: streams that are not f32 keep byte shuffle + zstd's ratio", "[lossless][zsplit]") {
+  // f64 made from f32 (numpy's default dtype): 29 low mantissa bits are zero, which zstd takes
+  // after the shuffle and a split would store. The stage's mode byte says which coding follows.
+  Rng r(5);
+  std::vector<double> v(100000);
+  for (auto& x : v) x = static_cast<double>(static_cast<float>(r.normal() * 1e-3));
+  std::vector<uint8_t> in(v.size() * 8);
+  std::memcpy(in.data(), v.data(), in.size());
+  std::unique_ptr<Stage> k1, k2, k3;
+  const Lossless& l = lossless("zsplit", k1);
+  const auto enc = l.encode(in, 8);
+  CHECK(l.decode(enc, in.size()) == in);
+  const auto chain = lossless("zstd(level=-1000, literals=huffman)", k3)
+                         .encode(lossless("shuffle(block=262144)", k2).encode(in, 8), 1);
+  ByteReader rd(enc, "test");
+  CHECK(rd.varint() == in.size());
+  CHECK(rd.u8() == 0);  // chained
+  CHECK(enc.size() <= chain.size() + 8);
+  CHECK(enc.size() < in.size() / 2);
+  const auto f32 = l.encode(std::span<const uint8_t>(in).first(400000), 4);
+  CHECK(ByteReader(f32, "test").varint() == 400000);
+  CHECK(f32[3] == 4);  // varint 400000 takes 3 bytes, then the mode: split
 }
