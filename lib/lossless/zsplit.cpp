@@ -17,6 +17,7 @@ namespace {
 constexpr const char* kName = "zsplit";
 constexpr uint64_t kRun = 8192;  // elements split or joined at a time (a multiple of 8: whole bitmap bytes)
 constexpr int kBitmapLevel = 1;  // the bitmap's zero runs are what a match finder takes
+constexpr uint64_t kBlock = uint64_t{1} << 18;  // elements per block: each block's planes stay in cache
 
 // Streams of other element widths (f16, bf16, f64 values; byte streams) are coded with the chain
 // the lossless preset used before this stage, shuffle(block=262144) | zstd(level=-1000,
@@ -28,6 +29,10 @@ struct Chain {
   std::unique_ptr<Lossless> shuffle = shuffle_coder(262144), zstd = zstd_coder(-1000, true);
   std::vector<const Lossless*> stages{shuffle.get(), zstd.get()};
 };
+const std::vector<const Lossless*>& other_widths() {
+  static const Chain chain;
+  return chain.stages;
+}
 
 constexpr unsigned W = 4;  // the element width split: f32
 
@@ -109,9 +114,6 @@ uint64_t count_nonzero(const uint8_t* x, uint64_t m) {
   return k;
 }
 
-
-constexpr uint64_t kBlock = uint64_t{1} << 18;  // elements per block: each block's planes stay in cache
-
 class Encode final : public WholeInput {
  public:
   Encode(ByteOut& out, uint64_t size, uint8_t width, int level)
@@ -130,9 +132,8 @@ class Encode final : public WholeInput {
     hw.u8(width_ == 4 ? kSplit : kChained);
     out_.write(head);
     if (width_ != 4) {
-      static const Chain chain;
       std::vector<uint8_t> coded;
-      Lossless::encode_chain(chain.stages, in, width_, coded);
+      Lossless::encode_chain(other_widths(), in, width_, coded);
       out_.write(coded);
       return;
     }
@@ -195,10 +196,9 @@ class Decode final : public ByteOut {
     if (got_ != size_) fail(ErrorCode::Internal, std::string(kName) + ": input ended early");
     parse();
     if (chained_) {  // the chain's output of the rest of the stream, whole
-      static const Chain chain;
       const std::span<const uint8_t> rest(held_.data() + pos_, held_.size() - pos_);
       std::vector<uint8_t> out;
-      Lossless::decode_chain(chain.stages, rest.size(), [&](ByteOut& o) { if (!rest.empty()) o.write(rest); },
+      Lossless::decode_chain(other_widths(), rest.size(), [&](ByteOut& o) { if (!rest.empty()) o.write(rest); },
                              out_size_ + 16, out);  // + shuffle's width byte; checked below
       if (out.size() != out_size_)
         corrupt("the chained stream holds " + std::to_string(out.size()) + " bytes, not " + std::to_string(out_size_));
