@@ -6,6 +6,11 @@
 
 namespace gradcodec {
 
+bool cpu_popcnt() noexcept {
+  static const bool yes = __builtin_cpu_supports("popcnt");
+  return yes;
+}
+
 bool cpu_avx2() noexcept {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;
@@ -31,16 +36,24 @@ bool cpu_avx512vl() noexcept {
   return yes;
 }
 
+bool cpu_avx512vbmi() noexcept {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vbmi");
+  return yes;
+}
+
 }  // namespace gradcodec
 
 #else  // other CPUs and compilers: the portable paths everywhere
 
 namespace gradcodec {
 
+bool cpu_popcnt() noexcept { return false; }
 bool cpu_avx2() noexcept { return false; }
 bool cpu_f16c() noexcept { return false; }
 bool cpu_avx512dq() noexcept { return false; }
 bool cpu_avx512vl() noexcept { return false; }
+bool cpu_avx512vbmi() noexcept { return false; }
 
 }  // namespace gradcodec
 

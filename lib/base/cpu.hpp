@@ -6,6 +6,8 @@
 
 namespace gradcodec {
 
+// POPCNT (CPUID leaf 1, ECX bit 23).
+bool cpu_popcnt() noexcept;
 // AVX2 (and an OS that saves the YMM registers).
 bool cpu_avx2() noexcept;
 // F16C (CPUID leaf 1, ECX bit 29) with AVX: the f32 ↔ f16 conversion instructions.
@@ -14,5 +16,7 @@ bool cpu_f16c() noexcept;
 bool cpu_avx512dq() noexcept;
 // AVX-512 F and VL (the AVX-512 instructions on 256-bit vectors).
 bool cpu_avx512vl() noexcept;
+// AVX-512 F, BW and VBMI (masked byte loads and the two-source byte permute).
+bool cpu_avx512vbmi() noexcept;
 
 }  // namespace gradcodec

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "lossless/zsplit.hpp"
 
-#include "lossless/whole.hpp"
 #include "lossless/shuffle.hpp"
+#include "lossless/whole.hpp"
+#include "lossless/zsplit_planes.hpp"
 #include "lossless/zstd.hpp"
 
 #include <algorithm>
@@ -15,7 +16,7 @@ namespace gradcodec::stages {
 namespace {
 
 constexpr const char* kName = "zsplit";
-constexpr uint64_t kRun = 8192;  // elements split or joined at a time (a multiple of 8: whole bitmap bytes)
+constexpr uint64_t kRun = 2048;  // elements split or joined at a time (a multiple of 8: whole bitmap bytes)
 constexpr int kBitmapLevel = 1;  // the bitmap's zero runs are what a match finder takes
 constexpr uint64_t kBlock = uint64_t{1} << 18;  // elements per block: each block's planes stay in cache
 
@@ -36,81 +37,13 @@ const std::vector<const Lossless*>& other_widths() {
 
 constexpr unsigned W = 4;  // the element width split: f32
 
-bool is_zero(const uint8_t* w) {
-  uint32_t v;
-  std::memcpy(&v, w, 4);
-  return v == 0;
-}
-
-// Elements [0, m) of `x` (W bytes each): their bitmap bytes into `bits`, the high byte of each
-// non-zero element at *high (advanced), its W − 1 low bytes at `low` (W bytes are written per
-// element: `low` has one byte of slack); returns the low bytes' count. Zero elements come in
-// runs, so the branch on them is predicted (a branch-free loop was measured slower on the real
-// corpus).
-size_t split_run(const uint8_t* x, uint64_t m, uint8_t* bits, uint8_t*& high_io, uint8_t* low) {
-  // Locals, not the references: a byte store could alias them and force a reload per element.
-  uint8_t* high = high_io;
-  uint8_t* const low0 = low;
-  for (uint64_t j = 0; j < m; j += 8) {
-    unsigned b = 0;
-    const uint64_t e = std::min<uint64_t>(8, m - j);
-    for (uint64_t t = 0; t < e; ++t) {
-      const uint8_t* w = x + W * (j + t);
-      if (is_zero(w)) continue;
-      b |= 1u << t;
-      std::memcpy(low, w, W);
-      low += W - 1;
-      *high++ = w[W - 1];
-    }
-    bits[j / 8] = static_cast<uint8_t>(b);
-  }
-  high_io = high;
-  return static_cast<size_t>(low - low0);
-}
-
-// The inverse over elements [0, m): `bits` from a byte boundary, *low and *high advanced, never
-// read past low_end. Eight elements of one bitmap byte at a time: all zero, all non-zero (f32,
-// while 25 low bytes are left: each word one 4-byte load of its low bytes), or one by one.
-void join_run(const uint8_t* bits, uint64_t m, const uint8_t*& low_io, const uint8_t* low_end, const uint8_t*& high_io,
-              uint8_t* out) {
-  const uint8_t* low = low_io;  // locals, as in split_run
-  const uint8_t* high = high_io;
-  for (uint64_t j = 0; j < m; j += 8) {
-    const unsigned b = bits[j / 8];
-    const uint64_t e = std::min<uint64_t>(8, m - j);
-    uint8_t* o = out + W * j;
-    if (b == 0) {
-      std::memset(o, 0, W * e);
-      continue;
-    }
-    if constexpr (std::endian::native == std::endian::little) {
-      if (b == 0xff && low_end - low >= 25) {  // then e = 8
-        for (unsigned t = 0; t < 8; ++t) {
-          uint32_t v;
-          std::memcpy(&v, low + 3 * t, 4);
-          v = (v & 0xffffffu) | static_cast<uint32_t>(high[t]) << 24;
-          std::memcpy(o + 4 * t, &v, 4);
-        }
-        low += 24, high += 8;
-        continue;
-      }
-    }
-    for (uint64_t t = 0; t < e; ++t, o += W) {
-      if ((b >> t) & 1) {
-        std::memcpy(o, low, W - 1);
-        o[W - 1] = *high++;
-        low += W - 1;
-      } else {
-        std::memset(o, 0, W);
-      }
-    }
-  }
-  low_io = low, high_io = high;
-}
-
 uint64_t count_nonzero(const uint8_t* x, uint64_t m) {
   uint64_t k = 0;
-  for (uint64_t i = 0; i < m; ++i) k += is_zero(x + W * i) ? 0 : 1;
+  for (uint64_t i = 0; i < m; ++i) {
+    uint32_t v;
+    std::memcpy(&v, x + W * i, 4);
+    k += v != 0;
+  }
   return k;
 }
 
@@ -156,7 +89,7 @@ class Encode final : public WholeInput {
         const std::span<uint8_t> dst = out_.room(want);
         const bool own = dst.size() < want;
         if (own && !dst.empty()) out_.commit(0);
-        const size_t got = split_run(x + w_ * i, m, bits.data() + i / 8, hi, own ? spare.get() : dst.data());
+        const size_t got = zsplit::split_run(x + w_ * i, m, bits.data() + i / 8, hi, own ? spare.get() : dst.data());
         if (own) out_.write({spare.get(), got});
         else out_.commit(got);
       }
@@ -177,9 +110,10 @@ class Encode final : public WholeInput {
   int level_;
 };
 
-// The decoder reads its input as it comes (the container hands a stream over in chunks): bytes
-// are held until a whole block is in (its count, low bytes and two frames, about 1 MiB at most),
-// which is then joined into the next ByteOut's room; the held bytes are reused block after block.
+// The decoder reads its input as it comes (the container hands a stream over in chunks of a few
+// MiB) and decodes each block where it lies in the chunk. Only a block that a chunk boundary cuts
+// is copied, into held_: its first part, then no more of the next chunk than it needs (so held_
+// ends where the block does), and decoded there. Blocks are joined into the next ByteOut's room.
 class Decode final : public ByteOut {
  public:
   Decode(ByteOut& out, uint64_t size, uint64_t max_out) : out_(out), size_(size), max_out_(max_out) {}
@@ -187,117 +121,136 @@ class Decode final : public ByteOut {
   void write(std::span<const uint8_t> bytes) override {
     got_ += bytes.size();
     if (got_ > size_) fail(ErrorCode::Internal, std::string(kName) + ": more input than announced");
-    if (pos_ == held_.size()) held_.clear(), pos_ = 0;
-    else if (pos_ > held_.size() / 2) held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(pos_)), pos_ = 0;
-    held_.insert(held_.end(), bytes.begin(), bytes.end());
-    parse();
+    std::span<const uint8_t> in = bytes;
+    while (!held_.empty() && !in.empty()) {
+      const size_t take = chained_ ? in.size() : std::min<size_t>(in.size(), need_ - held_.size());
+      if (take == 0) fail(ErrorCode::Internal, std::string(kName) + ": no progress on a held block");  // (never)
+      held_.insert(held_.end(), in.begin(), in.begin() + static_cast<std::ptrdiff_t>(take));
+      in = in.subspan(take);
+      if (chained_) return;
+      const size_t used = parse(held_);
+      held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(used));
+      if (need_ != SIZE_MAX) need_ -= used;
+    }
+    if (in.empty()) return;
+    const size_t used = chained_ ? 0 : parse(in);
+    held_.assign(in.begin() + static_cast<std::ptrdiff_t>(used), in.end());
+    if (need_ != SIZE_MAX) need_ -= used;
   }
   void end() override {
     if (got_ != size_) fail(ErrorCode::Internal, std::string(kName) + ": input ended early");
-    parse();
     if (chained_) {  // the chain's output of the rest of the stream, whole
-      const std::span<const uint8_t> rest(held_.data() + pos_, held_.size() - pos_);
       std::vector<uint8_t> out;
-      Lossless::decode_chain(other_widths(), rest.size(), [&](ByteOut& o) { if (!rest.empty()) o.write(rest); },
+      Lossless::decode_chain(other_widths(), held_.size(), [&](ByteOut& o) { if (!held_.empty()) o.write(held_); },
                              out_size_ + 16, out);  // + shuffle's width byte; checked below
       if (out.size() != out_size_)
         corrupt("the chained stream holds " + std::to_string(out.size()) + " bytes, not " + std::to_string(out_size_));
-      pos_ = held_.size(), tail_done_ = true;
+      held_.clear(), tail_done_ = true;
       out_.begin(out_size_, true);
       if (!out.empty()) out_.write(out);
     }
     if (!have_size_ || first_ < n_ || !tail_done_) corrupt("stream ends early");
-    if (pos_ != held_.size()) corrupt("bytes after the stream");
+    if (!held_.empty()) corrupt("bytes after the stream");
     out_.end();
   }
 
  private:
-  // Decodes every block (and the tail) whose bytes are all held.
-  void parse() {
+  // Decodes the header, every block and the tail that `buf` holds whole, from its start; returns
+  // the bytes they took. need_ is then the length `buf` must have for the next of them.
+  size_t parse(std::span<const uint8_t> buf) {
+    size_t pos = 0;
+    need_ = SIZE_MAX;  // when the stream is whole: any byte more is refused at the end
     if (!have_size_) {
       uint64_t size = 0;
-      const size_t k = peek_varint(size);
-      if (k == 0) return;
-      pos_ += k;
+      const size_t k = peek_varint(buf, pos, size);
+      if (k == 0) return 0;
       if (size > max_out_)
         fail(ErrorCode::Corrupt, std::string(kName) + ": stream claims " + std::to_string(size) +
                                      " bytes, more than the tensor allows (" + std::to_string(max_out_) + ")");
-      if (held_.size() - pos_ < 1) {
-        pos_ -= k;  // the width byte is still to come: read the size again then
-        return;
+      if (buf.size() < k + 1) {
+        need_ = k + 1;  // the mode byte is still to come: read the size again then
+        return 0;
       }
-      const uint8_t mode = held_[pos_++];
+      const uint8_t mode = buf[k];
       if (mode != kSplit && mode != kChained) corrupt("unknown mode " + std::to_string(mode));
       // Every block takes at least 3 bytes (its count and two frame lengths): bound before output.
       if (mode == kSplit && size / w_ / kBlock > size_ / 3)
         corrupt("stream too short for " + std::to_string(size / w_) + " elements");
+      pos = k + 1;
       chained_ = mode == kChained, out_size_ = size, n_ = chained_ ? 0 : size / w_, have_size_ = true;
-      if (chained_) return;  // decoded whole at the end
+      if (chained_) return pos;  // decoded whole at the end
       out_.begin(size, true);
     }
-    if (chained_) return;
+    if (chained_) return pos;
     while (first_ < n_) {
-      const size_t k = block();
-      if (k == 0) return;
-      pos_ += k;
+      const size_t k = block(buf, pos);
+      if (k == 0) return pos;
+      pos += k;
       first_ += std::min(kBlock, n_ - first_);
     }
-    if (!tail_done_ && held_.size() - pos_ >= out_size_ % w_) {
+    if (!tail_done_) {
       const size_t t = static_cast<size_t>(out_size_ % w_);
-      if (t) out_.write({held_.data() + pos_, t});
-      pos_ += t;
+      if (buf.size() - pos < t) {
+        need_ = pos + t;
+        return pos;
+      }
+      if (t) out_.write(buf.subspan(pos, t));
+      pos += t;
       tail_done_ = true;
     }
+    return pos;
   }
-  // The varint at held_[pos_ + at...]: its length in bytes, 0 while it is not all in.
-  size_t peek_varint(uint64_t& v, size_t at = 0) const {
+  // The varint at buf[at...]: its length in bytes; 0 while it is not all in (need_ is then set).
+  size_t peek_varint(std::span<const uint8_t> buf, size_t at, uint64_t& v) {
     v = 0;
     for (size_t i = 0; i < 10; ++i) {
-      if (pos_ + at + i >= held_.size()) return 0;
-      const uint8_t b = held_[pos_ + at + i];
+      if (at + i >= buf.size()) {
+        need_ = at + i + 1;
+        return 0;
+      }
+      const uint8_t b = buf[at + i];
       if (i == 9 && b > 1) corrupt("varint overflows 64 bits");
       v |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
       if (!(b & 0x80)) return i + 1;
     }
     corrupt("varint longer than 10 bytes");
   }
-  // The block at first_: the bytes it took once they are all held (and it is decoded), else 0.
-  size_t block() {
+  // The block at first_, from buf[pos]: the bytes it took once they are all in `buf` (and it is
+  // decoded), else 0 with need_ set.
+  size_t block(std::span<const uint8_t> buf, size_t pos) {
     const uint64_t bn = std::min(kBlock, n_ - first_);
-    const size_t avail = held_.size() - pos_;
+    const size_t avail = buf.size() - pos;
+    const auto short_by = [&](size_t at, uint64_t more) {  // the block's bytes [0, at + more) are not all in
+      if (avail - at >= more) return false;
+      need_ = pos + at + static_cast<size_t>(more);
+      return true;
+    };
     uint64_t k = 0, bits_len = 0, high_len = 0;
-    size_t at = peek_varint(k);
+    size_t at = peek_varint(buf, pos, k);
     if (at == 0) return 0;
     if (k > bn) corrupt("block counts " + std::to_string(k) + " non-zero elements of " + std::to_string(bn));
-    if (avail - at < (w_ - 1) * k) return 0;
+    if (short_by(at, (w_ - 1) * k)) return 0;
     const size_t low_at = at;
     at += static_cast<size_t>((w_ - 1) * k);
-    size_t v = peek_varint(bits_len, at);
+    size_t v = peek_varint(buf, pos + at, bits_len);
     if (v == 0) return 0;
     at += v;
     if (bits_len > size_) corrupt("bitmap frame longer than the stream");
-    if (avail - at < bits_len) return 0;
+    if (short_by(at, bits_len)) return 0;
     const size_t bits_at = at;
     at += static_cast<size_t>(bits_len);
-    v = peek_varint(high_len, at);
+    v = peek_varint(buf, pos + at, high_len);
     if (v == 0) return 0;
     at += v;
     if (high_len > size_) corrupt("high-byte frame longer than the stream");
-    if (avail - at < high_len) return 0;
+    if (short_by(at, high_len)) return 0;
     const size_t high_at = at;
     at += static_cast<size_t>(high_len);
 
-    const uint8_t* base = held_.data() + pos_;
+    const uint8_t* base = buf.data() + pos;
     const std::vector<uint8_t> bits = unframe({base + bits_at, static_cast<size_t>(bits_len)}, (bn + 7) / 8, "bitmap");
     const std::vector<uint8_t> high = unframe({base + high_at, static_cast<size_t>(high_len)}, k, "high bytes");
-    uint64_t ones = 0;  // eight bitmap bytes at a time
-    size_t i8 = 0;
-    for (; i8 + 8 <= bits.size(); i8 += 8) {
-      uint64_t w;
-      std::memcpy(&w, bits.data() + i8, 8);
-      ones += static_cast<uint64_t>(std::popcount(w));
-    }
-    for (; i8 < bits.size(); ++i8) ones += static_cast<uint64_t>(std::popcount(bits[i8]));
+    const uint64_t ones = zsplit::count_ones(bits.data(), bits.size());
     if (ones != k) corrupt("bitmap marks " + std::to_string(ones) + " non-zero elements, the block " + std::to_string(k));
     if (bn % 8 != 0 && (bits.back() >> (bn % 8)) != 0) corrupt("bitmap has bits past the last word");
     const uint8_t* lo = base + low_at;
@@ -309,7 +262,7 @@ class Decode final : public ByteOut {
       const std::span<uint8_t> dst = out_.room(w_ * m);
       const bool own = dst.size() < w_ * m;
       if (own && !dst.empty()) out_.commit(0);
-      join_run(bits.data() + i / 8, m, lo, lo_end, hi, own ? spare_.get() : dst.data());
+      zsplit::join_run(bits.data() + i / 8, m, lo, lo_end, hi, own ? spare_.get() : dst.data());
       if (own) out_.write({spare_.get(), w_ * m});
       else out_.commit(w_ * m);
     }
@@ -326,8 +279,8 @@ class Decode final : public ByteOut {
 
   ByteOut& out_;
   uint64_t size_, max_out_, got_ = 0;
-  std::vector<uint8_t> held_;
-  size_t pos_ = 0;  // held_[pos_...] is not yet parsed
+  std::vector<uint8_t> held_;  // the start of a block (or of the header, or the tail) a chunk cut
+  size_t need_ = SIZE_MAX;     // the bytes held_ must have for parse() to go on
   bool have_size_ = false, tail_done_ = false;
   uint64_t out_size_ = 0, n_ = 0, first_ = 0;  // first_: the next block's first element
   static constexpr unsigned w_ = W;

@@ -223,7 +223,9 @@ def test_interrupted_bench_leaves_no_scratch_container():
     deadline = time.time() + 60
     while not os.path.exists(scratch) and time.time() < deadline and p.poll() is None:
         time.sleep(0.01)
-    assert p.poll() is None and os.path.exists(scratch), "bench ended before its container appeared"
+    if p.poll() is not None:  # say why, not only that
+        raise AssertionError(f"bench ended ({p.returncode}) before its container appeared: {p.stderr.read()!r}")
+    assert os.path.exists(scratch), f"no {scratch} after 60 s"
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == -signal.SIGINT, p.returncode

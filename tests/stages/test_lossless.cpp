@@ -5,12 +5,15 @@
 
 #include "support.hpp"
 
+#include "lossless/zsplit_planes.hpp"
+
 #include <gradcodec/bytes.hpp>
 #include <gradcodec/metrics.hpp>
 #include <gradcodec/plugin/registry.hpp>
 
 #include <lzma.h>
 
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -713,4 +716,104 @@ TEST_CASE("zsplit: streams that are not f32 keep byte shuffle + zstd's ratio", "
   const auto f32 = l.encode(std::span<const uint8_t>(in).first(400000), 4);
   CHECK(ByteReader(f32, "test").varint() == 400000);
   CHECK(f32[3] == 4);  // varint 400000 takes 3 bytes, then the mode: split
+}
+
+TEST_CASE("zsplit: blocks that the input's chunks cut anywhere decode the same", "[lossless][zsplit]") {
+  // The decoder decodes a block where it lies in the chunk it came in, and copies only a block a
+  // chunk boundary cuts (then takes no more of the next chunk than the block needs). Each chunk
+  // here is handed over in a buffer that is overwritten after write() returns, as the
+  // container's read buffer is: a decoder that kept a pointer into it would read garbage.
+  Rng r(21);
+  const size_t n = 3 * (size_t{1} << 18) + 100;  // three whole blocks and a short one
+  std::vector<uint8_t> in(4 * n + 3);             // and a 3-byte tail
+  for (size_t e = 0; e < n; ++e) {
+    if ((e / 5000) % 4 == 1) continue;  // zero runs
+    const uint32_t v = static_cast<uint32_t>(r.next_u64()) | 1u;
+    std::memcpy(in.data() + 4 * e, &v, 4);
+  }
+  in[4 * n] = 7, in[4 * n + 2] = 9;
+  std::unique_ptr<Stage> keep;
+  const Lossless& l = lossless("zsplit", keep);
+  const auto enc = l.encode(in, 4);
+  auto code_of = [](const auto& f) {  // the code of the Error f throws; Internal when none
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::Internal;
+  };
+  auto through = [&](std::span<const uint8_t> stream, size_t chunk) {
+    Collect out(SIZE_MAX);
+    auto d = l.decoder(out, stream.size(), in.size());
+    std::vector<uint8_t> buffer;
+    for (size_t at = 0; at < stream.size(); at += chunk) {
+      const size_t k = std::min(chunk, stream.size() - at);
+      buffer.assign(stream.begin() + static_cast<std::ptrdiff_t>(at), stream.begin() + static_cast<std::ptrdiff_t>(at + k));
+      d->write(buffer);
+      std::fill(buffer.begin(), buffer.end(), uint8_t{0xa5});
+    }
+    d->end();
+    return out.bytes;
+  };
+  for (size_t chunk : {size_t{1}, size_t{2}, size_t{9}, size_t{4093}, size_t{100000}, size_t{786433}, size_t{1} << 20,
+                       size_t{4} << 20, enc.size() - 1, enc.size()}) {
+    INFO("chunks of " << chunk << " bytes of " << enc.size());
+    CHECK(through(enc, chunk) == in);
+    std::vector<uint8_t> extra = enc;  // one byte after the stream, in the last chunk or its own
+    extra.push_back(0);
+    CHECK(code_of([&] { (void)through(extra, chunk); }) == ErrorCode::Corrupt);
+    // A stream cut short inside its last block is refused.
+    std::vector<uint8_t> cut(enc.begin(), enc.end() - 2);
+    Collect out(SIZE_MAX);
+    auto d = l.decoder(out, cut.size(), in.size());
+    feed(*d, cut, chunk);
+    CHECK(code_of([&] { d->end(); }) == ErrorCode::Corrupt);
+  }
+}
+
+TEST_CASE("zsplit: the vectorised join writes the portable join's bytes", "[lossless][zsplit]") {
+  WARN("vectorised zsplit join on this CPU: " << (stages::zsplit::join_vectorised() ? "yes" : "no"));
+  Rng r(23);
+  for (double density : {0.0, 0.03, 0.5, 0.97, 1.0}) {
+    for (uint64_t m : {uint64_t{1}, uint64_t{8}, uint64_t{15}, uint64_t{16}, uint64_t{17}, uint64_t{100}, uint64_t{2048},
+                       uint64_t{2053}}) {
+      INFO("density " << density << ", " << m << " elements");
+      std::vector<uint8_t> bits((m + 7) / 8);
+      uint64_t k = 0;
+      for (uint64_t j = 0; j < m; ++j)
+        if (r.uniform() < density) bits[j / 8] |= static_cast<uint8_t>(1u << (j % 8)), ++k;
+      if (m % 8) bits.back() |= static_cast<uint8_t>(0xffu << (m % 8));  // bits past m: ignored
+      // The planes exactly as long as the set bits need: a read past them is a read past the
+      // allocation (which the sanitizer build reports for the portable loop).
+      std::vector<uint8_t> low(3 * k), high(k);
+      for (auto& b : low) b = static_cast<uint8_t>(r.next_u64());
+      for (auto& b : high) b = static_cast<uint8_t>(r.next_u64());
+      std::vector<uint8_t> a(4 * m, 0xee), b(4 * m, 0xdd);
+      const uint8_t *la = low.data(), *ha = high.data(), *lb = low.data(), *hb = high.data();
+      stages::zsplit::join_run(bits.data(), m, la, low.data() + low.size(), ha, a.data());
+      stages::zsplit::join_run_portable(bits.data(), m, lb, low.data() + low.size(), hb, b.data());
+      CHECK(a == b);
+      CHECK(la == low.data() + low.size());
+      CHECK(lb == la);
+      CHECK(ha == high.data() + high.size());
+      CHECK(hb == ha);
+      // And the portable join is the rule: element j is zero, or low bytes then the high byte.
+      const uint8_t *lo = low.data(), *hi = high.data();
+      bool rule = true;
+      for (uint64_t j = 0; j < m; ++j) {
+        const bool set = (bits[j / 8] >> (j % 8)) & 1;
+        const uint8_t want[4] = {set ? lo[0] : uint8_t{0}, set ? lo[1] : uint8_t{0}, set ? lo[2] : uint8_t{0},
+                                 set ? *hi : uint8_t{0}};
+        rule = rule && std::memcmp(b.data() + 4 * j, want, 4) == 0;
+        if (set) lo += 3, ++hi;
+      }
+      CHECK(rule);
+    }
+  }
+  // The count of set bits, across the eight-byte steps.
+  std::vector<uint8_t> bits(1003);
+  uint64_t ones = 0;
+  for (auto& b : bits) b = static_cast<uint8_t>(r.next_u64()), ones += static_cast<uint64_t>(std::popcount(b));
+  CHECK(stages::zsplit::count_ones(bits.data(), bits.size()) == ones);
 }
