@@ -666,6 +666,13 @@ TEST_CASE("zsplit refuses streams whose counts disagree", "[lossless][zsplit]") 
       } catch (const Error& e) {
         CHECK(e.code() == ErrorCode::Corrupt);
       }
+      for (size_t piece : {1, 3}) {  // and the same when it comes in pieces
+        try {
+          (void)decode_via(l, m, in.size(), piece, 4096);
+        } catch (const Error& e) {
+          CHECK(e.code() == ErrorCode::Corrupt);
+        }
+      }
     }
 }
 
@@ -756,6 +763,23 @@ TEST_CASE("zsplit: blocks that the input's chunks cut anywhere decode the same",
     d->end();
     return out.bytes;
   };
+  // A changed byte anywhere gives the same outcome whole and in chunks: the same bytes, or Corrupt.
+  auto outcome = [&](std::span<const uint8_t> stream, size_t chunk) {  // (-1: decoded, else the error's code)
+    try {
+      return std::make_pair(-1, through(stream, chunk));
+    } catch (const Error& e) {
+      return std::make_pair(static_cast<int>(e.code()), std::vector<uint8_t>());
+    }
+  };
+  for (int t = 0; t < 40; ++t) {
+    std::vector<uint8_t> m = enc;
+    const size_t at = t < 8 ? static_cast<size_t>(t) : static_cast<size_t>(r.next_u64() % m.size());
+    m[at] ^= static_cast<uint8_t>(1u << (r.next_u64() % 8));
+    INFO("byte " << at << " changed");
+    const auto whole = outcome(m, m.size());
+    CHECK((whole.first == -1 || whole.first == static_cast<int>(ErrorCode::Corrupt)));
+    for (size_t chunk : {size_t{4093}, size_t{786433}}) CHECK(outcome(m, chunk) == whole);
+  }
   for (size_t chunk : {size_t{1}, size_t{2}, size_t{9}, size_t{4093}, size_t{100000}, size_t{786433}, size_t{1} << 20,
                        size_t{4} << 20, enc.size() - 1, enc.size()}) {
     INFO("chunks of " << chunk << " bytes of " << enc.size());
