@@ -27,7 +27,9 @@ namespace {
 // portable loop bit for bit: each bucket's squares (exact in double) are added in index order,
 // one bucket per double lane. Eight values of each bucket are loaded at a time and each 8×8 block
 // transposed, so that step j adds value i + j of every bucket; the two blocks of 8 buckets are
-// two independent chains of additions, which keeps the adder busy.
+// two independent chains of additions, which keeps the adder busy. These sums are the tensor's
+// first read, from memory: each step also asks for 8 lines of the next group (the 16 buckets
+// after these) into L2 (prefetcht1; docs/performance.md, "Real gradients").
 __attribute__((target("avx2"))) inline void add_squares(__m256 c, __m256d& lo, __m256d& hi) {
   const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(c)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
   lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));
@@ -52,7 +54,11 @@ __attribute__((target("avx2"))) inline void columns8(const float* x, uint64_t si
 __attribute__((target("avx2"))) void sums16_avx2(const float* x, uint64_t size, double* sums) {
   __m256d lo0 = _mm256_setzero_pd(), hi0 = lo0, lo1 = lo0, hi1 = lo0;  // buckets 0-3, 4-7, 8-11, 12-15
   uint64_t i = 0;
-  for (; i + 8 <= size; i += 8) {
+  // The next group's buckets (an address past the tensor for its last group: a prefetch is only
+  // a hint, and never faults).
+  uintptr_t next = reinterpret_cast<uintptr_t>(x) + 64 * size;
+  for (; i + 8 <= size; i += 8, next += 512) {
+    for (uintptr_t l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
     __m256 a[8], b[8];
     columns8(x, size, i, a);
     columns8(x + 8 * size, size, i, b);

@@ -132,7 +132,9 @@ inline void small_norms_sse(const uint8_t* x, uint64_t m, float* l1, float* linf
 
 // The short-block loops ask for the cache lines up to kAhead bytes ahead of the group they are
 // on. Without it they run at about half the speed of a plain read pass over a memory-resident
-// tensor (the hardware prefetcher alone keeps too few lines in flight for them).
+// tensor (the hardware prefetcher alone keeps too few lines in flight for them). The lines go to
+// L2, not L1 (prefetcht2): L1's few fill buffers stalled the loop on its prefetches
+// (docs/performance.md, "Real gradients").
 constexpr uint64_t kAhead = 16384;
 
 // Prefetches each 64-byte line of [begin + kAhead, end) once, as `at` moves through the range.
@@ -144,7 +146,7 @@ class Prefetcher {
       : next_(static_cast<uint64_t>(end - begin) > kAhead ? begin + kAhead : end), end_(end) {}
   void ahead_of(const uint8_t* at) noexcept {
     const uint8_t* want = static_cast<uint64_t>(end_ - at) > kAhead ? at + kAhead : end_;
-    for (; next_ < want; next_ += 64) __builtin_prefetch(next_, 0, 3);
+    for (; next_ < want; next_ += 64) __builtin_prefetch(next_, 0, 1);
   }
 
  private:
