@@ -2,6 +2,7 @@
 #include "sparsify/bird_sample.hpp"
 
 #include "sparsify/bird_stage1.hpp"
+#include "sparsify/bird_trials.hpp"
 #include "sparsify/randk.hpp"
 
 #include <algorithm>
@@ -150,7 +151,7 @@ BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf
     uint64_t k = 0;
     if (g.gamma > 0 && g.gamma != kInf && u_set.size() >= kPowTableFrom) {
       const PowLess less(g.gamma);  // p ≥ 1 gives pow(p, γ) ≥ 1 > u: plus_trial's decision
-      for (size_t j = 0; j < u_set.size(); ++j) k += less(r2.uniform_at(u_set[j]), pinf[j]);
+      k = bird_plus_trials(u_set, pinf, r2, less);
     } else {
       for (size_t j = 0; j < u_set.size(); ++j) k += plus_trial(r2.uniform_at(u_set[j]), pinf[j], g);
     }

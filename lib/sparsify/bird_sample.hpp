@@ -83,6 +83,9 @@ class PowLess {
       return u < std::pow(static_cast<double>(p), gamma_);
     return u < lo;
   }
+  // The table: for p in [k/256, (k + 1)/256), u < lo(k) succeeds and u ≥ hi(k) fails.
+  const double* lo() const noexcept { return lo_; }
+  const double* hi() const noexcept { return hi_; }
 
  private:
   double gamma_;

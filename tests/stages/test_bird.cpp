@@ -18,6 +18,7 @@
 #include <catch2/catch.hpp>
 
 #include "sparsify/bird_sample.hpp"
+#include "sparsify/bird_trials.hpp"
 #include "sparsify/bird_stage1.hpp"
 #include "sparsify/bird_split.hpp"
 #include "support.hpp"
@@ -810,6 +811,46 @@ TEST_CASE("bird+ trial table: PowLess decides u < p^gamma exactly as pow does", 
     CHECK(mismatches == 0);
     CHECK(successes > 0);  // both outcomes are exercised
     CHECK(successes < checked);
+  }
+}
+
+TEST_CASE("bird+ trials: the vectorised loop counts what the portable loop counts", "[bird]") {
+  WARN("vectorised bird+ trials on this CPU: " << (stages::bird_plus_trials_vectorised() ? "yes" : "no"));
+  // p on and next to the table's points, outside [0, 1) (negative, 1, above 1, infinite, NaN) and
+  // random; counters random and in runs, as U is. Every window of 8 (one vector step) and every
+  // length is compared, so that a lane decided wrongly cannot hide behind another.
+  Rng r(77);
+  std::vector<float> ps = {0.0f, -0.0f, -1e-3f, 1.0f, 1.5f, std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min(),
+                           std::nextafter(1.0f, 0.0f)};
+  for (int k = 1; k < 256; k += 5) {
+    const float a = static_cast<float>(k) / 256.0f;
+    ps.insert(ps.end(), {a, std::nextafter(a, 0.0f), std::nextafter(a, 1.0f)});
+  }
+  while (ps.size() < 3000) ps.push_back(static_cast<float>(r.uniform()));
+  std::vector<uint64_t> u_set(ps.size());
+  for (size_t j = 0; j < u_set.size(); ++j) u_set[j] = j % 3 == 0 ? r.next_u64() : 5 * j + 11;
+  for (double gamma : {0.3, 1.0, 1.7, 9.0}) {
+    const stages::PowLess less(gamma);
+    const Rng r2(1234567 + static_cast<uint64_t>(gamma * 10));
+    const std::span<const uint64_t> us(u_set);
+    const std::span<const float> pv(ps);
+    INFO("gamma " << gamma);
+    bool windows = true;
+    for (size_t j = 0; j + 8 <= ps.size(); ++j)
+      windows = windows && stages::bird_plus_trials(us.subspan(j, 8), pv.subspan(j, 8), r2, less) ==
+                               stages::bird_plus_trials_portable(us.subspan(j, 8), pv.subspan(j, 8), r2, less);
+    CHECK(windows);
+    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{9}, size_t{1001}, ps.size()})
+      CHECK(stages::bird_plus_trials(us.first(n), pv.first(n), r2, less) ==
+            stages::bird_plus_trials_portable(us.first(n), pv.first(n), r2, less));
+    // And the portable loop is the rule: u < pow(p, γ), u the stream's output at the counter.
+    uint64_t want = 0;
+    for (size_t j = 0; j < ps.size(); ++j) want += r2.uniform_at(u_set[j]) < std::pow(static_cast<double>(ps[j]), gamma);
+    const uint64_t got = stages::bird_plus_trials(us, pv, r2, less);
+    CHECK(got == want);
+    CHECK(got > 0);
+    CHECK(got < ps.size());
   }
 }
 
