@@ -225,31 +225,32 @@ class Decode final : public ByteOut {
       need_ = pos + at + static_cast<size_t>(more);
       return true;
     };
-    uint64_t k = 0, bits_len = 0, high_len = 0;
+    uint64_t k = 0;
     size_t at = peek_varint(buf, pos, k);
     if (at == 0) return 0;
     if (k > bn) corrupt("block counts " + std::to_string(k) + " non-zero elements of " + std::to_string(bn));
     if (short_by(at, (w_ - 1) * k)) return 0;
     const size_t low_at = at;
     at += static_cast<size_t>((w_ - 1) * k);
-    size_t v = peek_varint(buf, pos + at, bits_len);
-    if (v == 0) return 0;
-    at += v;
-    if (bits_len > size_) corrupt("bitmap frame longer than the stream");
-    if (short_by(at, bits_len)) return 0;
-    const size_t bits_at = at;
-    at += static_cast<size_t>(bits_len);
-    v = peek_varint(buf, pos + at, high_len);
-    if (v == 0) return 0;
-    at += v;
-    if (high_len > size_) corrupt("high-byte frame longer than the stream");
-    if (short_by(at, high_len)) return 0;
-    const size_t high_at = at;
-    at += static_cast<size_t>(high_len);
-
+    // A varint length and the zstd frame after it, at `at`: the frame's bytes (at advanced past
+    // them) once they are all in `buf`, else false.
     const uint8_t* base = buf.data() + pos;
-    const std::vector<uint8_t> bits = unframe({base + bits_at, static_cast<size_t>(bits_len)}, (bn + 7) / 8, "bitmap");
-    const std::vector<uint8_t> high = unframe({base + high_at, static_cast<size_t>(high_len)}, k, "high bytes");
+    const auto frame_at = [&](const char* what, std::span<const uint8_t>& frame) {
+      uint64_t len = 0;
+      const size_t v = peek_varint(buf, pos + at, len);
+      if (v == 0) return false;
+      at += v;
+      if (len > size_) corrupt(std::string(what) + " frame longer than the stream");
+      if (short_by(at, len)) return false;
+      frame = {base + at, static_cast<size_t>(len)};
+      at += static_cast<size_t>(len);
+      return true;
+    };
+    std::span<const uint8_t> bits_frame, high_frame;
+    if (!frame_at("bitmap", bits_frame) || !frame_at("high-byte", high_frame)) return 0;
+
+    const std::vector<uint8_t> bits = unframe(bits_frame, (bn + 7) / 8, "bitmap");
+    const std::vector<uint8_t> high = unframe(high_frame, k, "high bytes");
     const uint64_t ones = zsplit::count_ones(bits.data(), bits.size());
     if (ones != k) corrupt("bitmap marks " + std::to_string(ones) + " non-zero elements, the block " + std::to_string(k));
     if (bn % 8 != 0 && (bits.back() >> (bn % 8)) != 0) corrupt("bitmap has bits past the last word");
