@@ -6,7 +6,7 @@ the must-fail containers.
 
     python3 tests/fuzz/make_corpus.py build/apps/gradcodec
     python3 tests/fuzz/make_corpus.py build/apps/gradcodec torch   # only corpus/torch (needs torch)
-    python3 tests/fuzz/make_corpus.py build/apps/gradcodec smartidx   # only corpus/smartidx
+    python3 tests/fuzz/make_corpus.py build/apps/gradcodec smartidx   # only corpus/smartidx (also: skcompress, lossless)
 """
 import io
 import json
@@ -105,11 +105,37 @@ def skcompress_corpus():
     put("skcompress", "one_1_cut.bin", bytes([3, 2, 1, 0x01, 0x00]))
 
 
+def lossless_corpus():
+    """lossless: [stage text, chunk and room, width and mode, mask length] + bytes (fuzz_lossless.cpp):
+    in encode mode the target encodes the plain bytes itself, so every seed starts from a valid
+    stream of its stage — f32 gradients with zero runs, cut in chunks of every size the target
+    knows, some tiled past one zsplit block, some with a few bits of the stream flipped — and a
+    few raw streams the decoders must refuse."""
+    lrng = np.random.default_rng(52)  # its own generator: the other sections keep their bytes
+    g = (lrng.standard_normal(96) * 1e-3).astype(np.float32)
+    g[20:40] = 0
+    plain = g.tobytes()
+    for k in range(10):  # the target's ten stage texts
+        for c in (0, 5, 9, 13):  # chunks of 1, 13, 4093 and 7 bytes
+            room = (k + c) % 4
+            put("lossless", f"text{k}_chunk{c}.bin", bytes([k, c | room << 4, 0x82, 0]) + plain)
+        put("lossless", f"text{k}_ragged.bin", bytes([k, 0x80 | 6, 0x82, 0]) + plain)
+        put("lossless", f"text{k}_width8.bin", bytes([k, 3, 0x83, 0]) + plain)
+        put("lossless", f"text{k}_flip.bin", bytes([k, 4, 0x82, 6]) + plain + bytes([0, 0, 0, 0, 0, 0x10]))
+        put("lossless", f"text{k}_raw.bin", bytes([k, 2, 0x02]) + lrng.integers(0, 256, 40, dtype=np.uint8).tobytes())
+    for k in (0, 1, 2):  # zsplit and zstd past one block: the chunks cut a block anywhere
+        put("lossless", f"text{k}_tiled.bin", bytes([k, 0x80 | 11, 0xE2, 0]) + plain)
+
+
 def main():
     exe = os.path.abspath(sys.argv[1])
     if len(sys.argv) > 2 and sys.argv[2] == "smartidx":
         smartidx_corpus()
         print(f"wrote {len(os.listdir(os.path.join(CORPUS, 'smartidx')))} seed inputs to {CORPUS}/smartidx")
+        return
+    if len(sys.argv) > 2 and sys.argv[2] == "lossless":
+        lossless_corpus()
+        print(f"wrote {len(os.listdir(os.path.join(CORPUS, 'lossless')))} seed inputs to {CORPUS}/lossless")
         return
     if len(sys.argv) > 2 and sys.argv[2] == "skcompress":
         skcompress_corpus()
@@ -223,6 +249,7 @@ def main():
     torch_corpus()
     smartidx_corpus()
     skcompress_corpus()
+    lossless_corpus()
     corrupt = os.path.join(ROOT, "test_data", "corrupt")
     for f in sorted(os.listdir(corrupt)):
         if f.endswith(".gcz"):
