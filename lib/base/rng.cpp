@@ -12,8 +12,7 @@ Rng::Rng(uint64_t seed, uint32_t frame, uint32_t tensor, RngPurpose purpose) noe
   key_ = k;
 }
 
-uint64_t Rng::below(uint64_t n) noexcept {
-  uint64_t x = next_u64();
+uint64_t Rng::below_from(uint64_t x, uint64_t n) noexcept {
   __uint128_t m = static_cast<__uint128_t>(x) * n;
   uint64_t l = static_cast<uint64_t>(m);
   if (l < n) {

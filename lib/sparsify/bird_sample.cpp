@@ -128,8 +128,12 @@ BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf
 
   // Stage 2: L∞ probabilities over U.
   std::vector<float> pinf(u_set.size());
-  for (size_t j = 0; j < u_set.size(); ++j) pinf[j] = linf[u_set[j]];
-  const float imax = bird_max(pinf);
+  float imax = 0;  // bird_max(pinf), taken as they are gathered: NaN never wins
+  for (size_t j = 0; j < u_set.size(); ++j) {
+    const float x = linf[u_set[j]];
+    pinf[j] = x;
+    imax = x > imax ? x : imax;
+  }
   for (float& p : pinf) p /= imax;  // the maximum gives exactly 1
   const Rng r2 = ctx.rng(RngPurpose::Stage2);
   double thin = 1;  // P(K ≥ 1) when it is below 1 (keep mode, γ = ∞)

@@ -566,8 +566,11 @@ TEST_CASE("bird attach rule end to end: bias entries follow the sampled output c
     FAIL("no tensor " << name);
     return size_t{0};
   };
-  const std::string pipeline = "bird+(gamma=6) | sign | plain | lzma(stream=index)";
-  uint64_t partial = 0;
+  // gamma=6 keeps few blocks per channel; gamma=1 keeps blocks in many channels of a weight, so
+  // that each of their bias entries must be found from the kept blocks (not only the first's).
+  uint64_t partial = 0, several = 0;
+  for (const std::string pipeline : {"bird+(gamma=6) | sign | plain | lzma(stream=index)",
+                                     "bird+(gamma=1) | sign | plain | lzma(stream=index)"})
   for (uint64_t seed : {1, 2, 3}) {
     FrameResult r = encode_frame(pipeline, snap, seed);
     for (size_t i = 0; i < snap.size(); ++i) {
@@ -599,9 +602,11 @@ TEST_CASE("bird attach rule end to end: bias entries follow the sampled output c
       }
       CHECK(r.storage[i] == Storage::Pipeline);
       partial += sent > 0 && sent < in.size();
+      several += sent > 1 && sent < in.size();
     }
   }
-  CHECK(partial >= 3);  // the rule did drop entries (gamma=6 keeps few blocks per channel)
+  CHECK(partial >= 3);  // the rule did drop entries
+  CHECK(several >= 3);  // and kept several channels of a weight but not all
 
   // vectors=dense: every vector comes back whole.
   FrameResult d = encode_frame("bird+(gamma=6, vectors=dense) | sign | plain | lzma(stream=index)", snap, 1);

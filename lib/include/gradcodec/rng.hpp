@@ -42,8 +42,19 @@ class Rng {
   }
   // Uniform in [0, 1) with 24 random bits (exactly representable as float).
   float uniform_f() noexcept { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
-  // Uniform integer in [0, n), n > 0, unbiased (Lemire's multiply-and-reject).
-  uint64_t below(uint64_t n) noexcept;
+  // Uniform integer in [0, n), n > 0, unbiased (Lemire's multiply-and-reject). Inline where the
+  // compiler has 128-bit integers: samplers draw it once per kept position.
+#if defined(__SIZEOF_INT128__)
+  uint64_t below(uint64_t n) noexcept {
+    const uint64_t x = next_u64();
+    const unsigned __int128 m = static_cast<unsigned __int128>(x) * n;
+    if (static_cast<uint64_t>(m) >= n) [[likely]]  // no rejection is possible: -n % n < n
+      return static_cast<uint64_t>(m >> 64);
+    return below_from(x, n);
+  }
+#else
+  uint64_t below(uint64_t n) noexcept { return below_from(next_u64(), n); }
+#endif
   // Standard normal (Box–Muller, one value per call; deterministic).
   double normal() noexcept;
   bool bernoulli(double p) noexcept { return uniform() < p; }
@@ -61,6 +72,9 @@ class Rng {
   }
 
  private:
+  // below(n) given its first draw x: Lemire's rejection loop, drawing again while needed.
+  uint64_t below_from(uint64_t x, uint64_t n) noexcept;
+
   uint64_t key_;
   uint64_t ctr_ = 0;
 };
