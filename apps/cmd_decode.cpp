@@ -23,7 +23,7 @@ namespace {
 struct DecodeArgs {
   std::string input, output;
   std::optional<long long> frame;  // negative: counted from the end (-1 is the last frame)
-  std::string tensor;
+  std::optional<std::string> tensor;  // given (a tensor may be named "")
   bool force = false, verbose = false;
   std::string memory_limit;
   unsigned threads = 0;
@@ -40,7 +40,7 @@ bool is_special(const std::string& out, bool& char_device) {
 
 // Each frame's input's HDF5 attributes (the header's inputs[f].hdf5_attributes, as JSON text),
 // "" where there are none; with `tensor`, only the groups' and that tensor's.
-std::vector<std::string> input_attributes(const Decoder& r, const std::string& tensor) {
+std::vector<std::string> input_attributes(const Decoder& r, const std::optional<std::string>& tensor) {
   std::vector<std::string> out(r.frame_count());
   const auto j = nlohmann::ordered_json::parse(r.inputs_json(), nullptr, false);
   if (!j.is_array() || j.size() != out.size()) return out;
@@ -48,7 +48,7 @@ std::vector<std::string> input_attributes(const Decoder& r, const std::string& t
     if (!j[f].is_object() || !j[f].contains("hdf5_attributes") || !j[f]["hdf5_attributes"].is_array()) continue;
     nlohmann::ordered_json kept = nlohmann::ordered_json::array();
     for (const auto& e : j[f]["hdf5_attributes"])
-      if (tensor.empty() || !e.is_object() || !e.contains("tensor") || e["tensor"] == tensor) kept.push_back(e);
+      if (!tensor || !e.is_object() || !e.contains("tensor") || e["tensor"] == *tensor) kept.push_back(e);
     if (!kept.empty()) out[f] = kept.dump();
   }
   return out;
@@ -104,7 +104,7 @@ int run_decode(const DecodeArgs& a) {
   // directory (a file per tensor) is shared by its tensors (decode_ranks.hpp); one frame into
   // one file is decoded by rank 0 alone.
   const bool shared = ranks::active() && ranks::size() > 1 && frames.size() > 1;
-  const bool spread = ranks::active() && ranks::size() > 1 && frames.size() == 1 && a.tensor.empty() &&
+  const bool spread = ranks::active() && ranks::size() > 1 && frames.size() == 1 && !a.tensor &&
                       a.output != "-" && !special && formats::format_for_output(a.output) == formats::Format::NpyDir;
   if (ranks::active() && !shared && !spread && ranks::rank() != 0) return 0;
   const std::vector<size_t> all_frames = frames;
@@ -123,7 +123,7 @@ int run_decode(const DecodeArgs& a) {
     for (size_t i = 0; i < infos[f].size(); ++i) {
       const TensorInfo& t = infos[f][i];
       const bool counted =
-          spread ? std::binary_search(mine.begin(), mine.end(), i) : a.tensor.empty() || t.name == a.tensor;
+          spread ? std::binary_search(mine.begin(), mine.end(), i) : !a.tensor || t.name == *a.tensor;
       if (counted) total += t.elements() * dtype_size(t.dtype);
     }
   ProgressBar bar("decode", total, ProgressBar::Unit::Bytes);
@@ -179,16 +179,16 @@ int run_decode(const DecodeArgs& a) {
       std::string out = a.frame ? a.output : frame_path(a.output, f, all_frames.size());
       auto writer = open_writer(out, f);
       size_t frames_read = 0;
-      if (!a.tensor.empty()) {
+      if (a.tensor) {
         size_t found = SIZE_MAX;
         std::string names;
         for (size_t i = 0; i < infos[f].size(); ++i) {
           const std::string& n = infos[f][i].name;
-          if (n == a.tensor) found = i;
+          if (n == *a.tensor) found = i;
           if (names.size() < 200) names += (names.empty() ? "" : ", ") + n;
         }
         if (found == SIZE_MAX)
-          fail(ErrorCode::Usage, "no tensor '" + a.tensor + "' in frame " + std::to_string(f) + " (tensors: " + names +
+          fail(ErrorCode::Usage, "no tensor '" + *a.tensor + "' in frame " + std::to_string(f) + " (tensors: " + names +
                                      (names.size() >= 200 ? ", ..." : "") + ")");
         if (out != "-") writer->expect({infos[f][found]});
         Tensor t = dec.decode(f, found);

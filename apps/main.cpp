@@ -104,6 +104,12 @@ int run_main(int argc, char** argv) {
   cli::setup_bench(app, run);
   cli::setup_merge(app, run);
   cli::setup_list(app, run);
+  // An empty value ("--threads ''") would otherwise parse as the option's default and run
+  // silently: every option's value must say something (--tensor may name a tensor "").
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    for (CLI::Option* opt : sub->get_options())
+      if (opt->get_type_size() != 0 && opt->nonpositional() && !opt->check_lname("tensor"))
+        opt->check(cli::non_empty_text());
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -321,6 +321,7 @@ Pipeline Pipeline::parse(const std::string& text) {
               bool quoted = false;
               std::string raw = lx.value(quoted);
               if (quoted) raw = "\"" + raw + "\"";
+              if (raw.empty()) usage(name + ": an empty parameter (a stray ',') (" + param_list(e) + ")");
               if (e.params.empty()) usage(name + " takes no parameters (got '" + raw + "')");
               usage(name + ": parameters are given as NAME=VALUE, e.g. " + name + "(" + e.params.front().name + "=" +
                     raw + ") (" + param_list(e) + ")");

@@ -44,6 +44,8 @@ def _pipeline_args(preset, pipeline):
     for what, v in (("preset", preset), ("pipeline", pipeline)):
         if v is not None and not isinstance(v, str):
             raise UsageError(f"{what} must be a string, not {type(v).__name__}")
+        if v is not None and not v.strip():  # as the CLI's --preset '' (None is the default)
+            raise UsageError(f"{what} is empty")
     return preset or "", pipeline or ""
 
 
@@ -127,7 +129,13 @@ class Container:
     def __init__(self, source, *, threads=0):
         if not isinstance(source, (bytes, bytearray, memoryview)):
             source = os.fspath(source)
-        self._core = _core.Decoder(source, _uint("threads", threads, 16))
+        self._decoder = _core.Decoder(source, _uint("threads", threads, 16))
+
+    @property
+    def _core(self):  # the open decoder; UsageError once close() has run
+        if self._decoder is None:
+            raise UsageError("the container is closed")
+        return self._decoder
 
     pipeline = property(lambda self: self._core.pipeline_text())
     seed = property(lambda self: self._core.seed())
@@ -170,7 +178,7 @@ class Container:
         return to_numpy(*self._core.decode(f, i))
 
     def close(self):
-        self._core = None
+        self._decoder = None
 
     def __enter__(self):
         return self
@@ -366,6 +374,8 @@ def _check_name(name):
 
 
 def _is_preset(text):
+    if not isinstance(text, str) or not text.strip():
+        return False
     try:
         _core.canonical_pipeline(text, "")
         return True

@@ -2,6 +2,7 @@
 """Frames as the extension takes them: (name, kind, array) triples, each array C-contiguous and
 little-endian, read in place when it already is (docs/python.md, "Arrays")."""
 
+import ast
 import sys
 from collections.abc import Mapping
 
@@ -47,9 +48,9 @@ def as_array(name, value):
     dt = arr.dtype
     if dt.hasobject:
         raise InputError(f"tensor {name}: dtype {dt} holds Python objects, which gradcodec does not store")
+    if dt.byteorder == ">" or (dt.byteorder == "=" and sys.byteorder == "big"):
+        arr = arr.astype(dt.newbyteorder("<"))  # tensors are stored little-endian (the same values)
     if dt.kind == "f" and dt.itemsize in _FLOAT_KINDS:
-        if dt.byteorder == ">" or (dt.byteorder == "=" and sys.byteorder == "big"):
-            arr = arr.astype(dt.newbyteorder("<"))
         return _FLOAT_KINDS[dt.itemsize], _c_order(arr)
     return "other", _c_order(arr)
 
@@ -83,6 +84,28 @@ def frames_list(frames):
     return out
 
 
+def descr_of(dtype):
+    """The text a pass-through dtype is stored with: the descr a .npy header holds ("<i8", "|b1",
+    or the list of a structured dtype's fields, "[('a', '<i4'), ('b', '<f4')]")."""
+    d = np.lib.format.dtype_to_descr(dtype)
+    return d if isinstance(d, str) else repr(d)
+
+
+def numpy_dtype(descr):
+    """The numpy dtype of a stored descr (descr_of's text, or a .npy header's), or None when
+    numpy has none for it."""
+    try:
+        return np.dtype(descr)
+    except (TypeError, ValueError):
+        pass
+    if descr.startswith("["):
+        try:
+            return np.lib.format.descr_to_dtype(ast.literal_eval(descr))
+        except (TypeError, ValueError, SyntaxError, MemoryError, RecursionError):
+            pass
+    return None
+
+
 def dtype_of(kind, descr):
     """The dtype a tensor is reported with: numpy's for the floats and the other dtypes numpy
     reads, "bfloat16" for bfloat16 (decoded into float32 by the numpy API)."""
@@ -90,15 +113,15 @@ def dtype_of(kind, descr):
         return "bfloat16"
     if kind in _KIND_DTYPES:
         return _KIND_DTYPES[kind]
-    try:
-        return np.dtype(descr)
-    except TypeError:
-        return descr
+    dt = numpy_dtype(descr)
+    return descr if dt is None else dt
 
 
 def to_numpy(kind, arr):
     """A decoded tensor for numpy: bfloat16 bits widened to float32 (exactly: every bfloat16 is
     a float32 whose low 16 bits are zero); the rest as decoded."""
     if kind == "bf16":
-        return (arr.astype(np.uint32) << 16).view(np.float32)
+        wide = arr.astype(np.uint32)
+        wide <<= np.uint32(16)  # in place: `wide << 16` of a 0-d array is a numpy scalar, with no view
+        return wide.view(np.float32)
     return arr

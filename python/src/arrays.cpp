@@ -56,7 +56,7 @@ HeldFrame hold_frame(const py::sequence& items) {
       throw py::value_error("gradcodec: tensor " + name + " has " + std::to_string(dt.itemsize()) +
                             "-byte elements, not " + kind_name(dtype));
     if (dtype == DType::Other) {
-      const auto descr = py::str(a.dtype().attr("str")).cast<std::string>();
+      const auto descr = py::module_::import("gradcodec._frames").attr("descr_of")(a.dtype()).cast<std::string>();
       held.views.push_back(TensorView::other(std::move(name), descr, shape_of(a), a.data(),
                                              static_cast<uint64_t>(a.nbytes())));
     } else {
@@ -79,12 +79,13 @@ py::tuple to_python(const Tensor& t) {
     case DType::Other: {
       // The stored dtype string ("<i8", "|b1", "[('a', '<i4')]"): numpy reads most; one it does
       // not (or an object array, whose bytes were pointers) comes back as the bytes.
-      py::object numpy_dtype;
-      try {
-        numpy_dtype = py::module_::import("numpy").attr("dtype")(t.info.descr);
+      py::object numpy_dtype = py::none();
+      try {  // (a descr that is not UTF-8 has no dtype either)
+        numpy_dtype = py::module_::import("gradcodec._frames").attr("numpy_dtype")(t.info.descr);
       } catch (const py::error_already_set&) {
-        return py::make_tuple(kind, py::bytes(reinterpret_cast<const char*>(t.data.data()), t.data.size()));
       }
+      if (numpy_dtype.is_none())
+        return py::make_tuple(kind, py::bytes(reinterpret_cast<const char*>(t.data.data()), t.data.size()));
       dt = py::reinterpret_borrow<py::dtype>(numpy_dtype);
       if (dt.kind() == 'O' || static_cast<uint64_t>(dt.itemsize()) * t.elements() != t.data.size())
         return py::make_tuple(kind, py::bytes(reinterpret_cast<const char*>(t.data.data()), t.data.size()));

@@ -190,7 +190,7 @@ def test_devices_and_fifos_are_written_in_place():
 
 
 def test_empty_output_path_refused_before_work():
-    fails("encode", path("ok.npz"), "-o", "", code=1, contains="output path is empty")
+    fails("encode", path("ok.npz"), "-o", "", code=1, contains="--output: is empty")
 
 
 def test_interrupted_run_leaves_no_temporary():
@@ -280,6 +280,15 @@ def test_option_values_checked_and_messages_on_one_line():
     for opt in ("--preset", "--pipeline"):
         fails("encode", path("ok.npz"), "-o", path("o1.gcz"), opt, "", code=1, contains=f"{opt}: is empty")
         fails("bench", path("ok.npz"), opt, " ", code=1, contains=f"{opt}: is empty")
+    # Any option's empty value is refused, naming the option (CLI11 would otherwise take the
+    # default and run: --threads '' as all cores, decode --frame '' as every frame).
+    for opt in ("--threads", "--memory-limit", "--keyframe-interval"):
+        fails("encode", path("ok.npz"), "-o", path("o1.gcz"), opt, "", code=1, contains=f"{opt}: is empty")
+    for opt in ("--threads", "--repeat"):
+        fails("bench", path("ok.npz"), opt, "", code=1, contains=f"{opt}: is empty")
+    run("encode", path("ok.npz"), "-o", path("o_empty.gcz"), "--quiet", "--force")
+    for opt in ("--frame", "--threads", "--memory-limit"):
+        fails("decode", path("o_empty.gcz"), "-o", path("o_empty.npz"), opt, "", code=1, contains=f"{opt}: is empty")
     for seed in ("-1", "99999999999999999999999", "7x"):
         fails("encode", path("ok.npz"), "-o", path("o1.gcz"), "--seed", seed, code=1, contains="whole number")
     run("encode", path("ok.npz"), "-o", path("o1.gcz"), "--seed", str(2**64 - 1), "--quiet")

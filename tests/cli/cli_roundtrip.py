@@ -529,6 +529,15 @@ def test_an_empty_tensor_name_round_trips():
     with np.load(path("empty_name_out.npz")) as z:
         assert z.files == [""] and np.array_equal(z[""], x), z.files
     run("decode", path("empty_name.gcz"), "-o", path("empty_name_out.safetensors"), "--force", "--quiet")
+    # --tensor '' names that tensor (not "every tensor"), and is refused where there is none.
+    np.savez(path("empty_and_w.npz"), **{"": x, "w": 2 * x})
+    run("encode", path("empty_and_w.npz"), "-o", path("empty_and_w.gcz"), "--force", "--quiet")
+    run("decode", path("empty_and_w.gcz"), "-o", path("only_empty.npz"), "--tensor", "", "--force", "--quiet")
+    with np.load(path("only_empty.npz")) as z:
+        assert z.files == [""] and np.array_equal(z[""], x), z.files
+    run("encode", path("empty_and_w.npz"), "-o", path("no_empty_name.gcz"), "--force", "--quiet", "--include", "w")
+    fails("decode", path("no_empty_name.gcz"), "-o", path("none.npz"), "--tensor", "", "--force", code=1,
+          contains="no tensor ''")
     fails("decode", path("empty_name.gcz"), "-o", path("empty_name_out.h5"), "--force", code=1,
           contains="tensor ''")
 

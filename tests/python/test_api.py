@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gradcodec
-from conftest import CLI, cli, container, load_npz, records
+from conftest import CLI, SOURCE, cli, container, load_npz, records
 
 # Stateless and stateful, deterministic and stochastic, sparse, quantized and low-rank.
 PRESETS = ["lossless", "topk-1pct", "qsgd4", "terngrad", "onebit", "tcs", "powersgd-r2", "bird+"]
@@ -269,6 +269,55 @@ def test_every_dtype_comes_back_as_stored():
         assert got[name].tobytes() == arr.tobytes(), name
     infos = {t.name: t for t in gradcodec.open(gradcodec.encode(frame)).tensors()}
     assert infos["s"].shape == () and infos["i"].dtype == np.dtype("<i8")
+
+
+def test_the_ratio_study_of_the_docs_prints_what_they_show():
+    # docs/python.md, "A ratio study": its code block run from the source folder, and its output
+    # block (the indented lines after "Output") compared line for line.
+    text = (SOURCE / "docs" / "python.md").read_text(encoding="utf-8")
+    section = text.split("## A ratio study", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = [l[4:] for l in section.split("\nOutput", 1)[1].splitlines() if l.startswith("    ")]
+    p = subprocess.run([sys.executable, "-c", code], cwd=SOURCE, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == shown
+
+
+def test_big_endian_and_structured_arrays_come_back_with_their_values_and_fields():
+    # Big-endian arrays of any dtype are stored little-endian: the same values come back.
+    for dt in (">i4", ">u2", ">i8", ">c8", ">f4", ">f8"):
+        a = (np.arange(-3, 9) * 3).astype(dt).reshape(3, 4)
+        got = gradcodec.decode(gradcodec.encode({"x": a}))["x"]
+        assert got.dtype == a.dtype.newbyteorder("<") and np.array_equal(got, a), dt
+    # A structured array keeps its fields (the descr a .npy header holds), in open() and in read(),
+    # and the CLI writes it back as a .npy numpy reads with the same fields.
+    s = np.zeros(5, [("a", "<i4"), ("b", ">f8"), ("c", "<u1", (2,))])
+    s["a"], s["b"], s["c"] = np.arange(5), np.linspace(0, 1, 5), 7
+    blob = gradcodec.encode({"s": s})
+    assert gradcodec.open(blob).tensors()[0].dtype == s.dtype
+    got = gradcodec.decode(blob)["s"]
+    assert got.dtype == s.dtype and got.tobytes() == s.tobytes()
+
+
+def test_an_empty_preset_or_pipeline_is_refused_not_taken_as_the_default():
+    x = {"x": np.ones(3, np.float32)}
+    for kw in ({"preset": ""}, {"pipeline": ""}, {"preset": " "}, {"pipeline": "\t"}):
+        with pytest.raises(gradcodec.UsageError, match="is empty"):
+            gradcodec.encode(x, **kw)
+    for make in (lambda: gradcodec.Compressor(""), lambda: gradcodec.Decompressor(preset=""),
+                 lambda: gradcodec.canonical_pipeline(pipeline="")):
+        with pytest.raises(gradcodec.UsageError, match="is empty"):
+            make()
+
+
+def test_a_closed_container_refuses_use_with_a_usage_error():
+    c = gradcodec.open(gradcodec.encode({"x": np.ones(3, np.float32)}))
+    with c:
+        assert len(c) == 1
+    for use in (lambda: c.read(0), lambda: c.tensors(), lambda: c.pipeline, lambda: len(c)):
+        with pytest.raises(gradcodec.UsageError, match="closed") as e:
+            use()
+        assert e.value.code == 1
 
 
 def test_errors_carry_the_clis_exit_codes(steps):

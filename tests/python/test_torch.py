@@ -25,6 +25,15 @@ def test_a_bfloat16_tensor_comes_back_bit_for_bit():
     assert widened.dtype == np.float32 and np.array_equal(widened, x.float().numpy())
 
 
+def test_a_0d_bfloat16_tensor_comes_back():
+    blob = gradcodec.encode({"s": torch.tensor(-2.5).to(torch.bfloat16)})
+    back = gt.decode(blob)["s"]
+    assert back.dtype == torch.bfloat16 and back.shape == () and back.item() == -2.5
+    widened = gradcodec.decode(blob)["s"]
+    assert widened.dtype == np.float32 and widened.shape == () and widened == -2.5
+    assert gradcodec.Compressor("fp16").roundtrip("s", torch.tensor(3.0).to(torch.bfloat16)) == 3.0
+
+
 def test_torch_tensors_give_the_records_of_their_numpy_arrays():
     g = torch.Generator().manual_seed(1)
     w = torch.randn(40, 30, generator=g, requires_grad=True)
