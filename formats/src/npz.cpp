@@ -338,8 +338,9 @@ class NpzWriter final : public SnapshotWriter {
   void add(const Tensor& t) override {
     const std::string& name = t.name();
     // '' is member ".npy", as np.savez(**{'': x}) writes it and np.load reads it back.
-    if (name.find('\0') != std::string::npos || (!name.empty() && name.front() == '/') ||
-        name == ".." || name.rfind("../", 0) == 0 || ends_with(name, "/..") ||
+    if (name.find('\0') != std::string::npos)
+      fail(ErrorCode::Usage, target() + ": tensor name '" + name + "' cannot be an npz member name (it holds a NUL byte)");
+    if ((!name.empty() && name.front() == '/') || name == ".." || name.rfind("../", 0) == 0 || ends_with(name, "/..") ||
         name.find("/../") != std::string::npos)
       fail(ErrorCode::Usage, target() + ": tensor name '" + name +
                                  "' cannot be an npz member name (absolute or with '..')");

@@ -24,13 +24,16 @@ using safetensors::printable;
 
 constexpr uint64_t kMaxElements = uint64_t{1} << 62;  // as shape_elements()
 
-enum class Kind : uint8_t { None, Bool, Int, Float, Str, Tuple, List, Dict, Global, Storage, Tensor };
+// BigInt: an int of more than 64 bits (a step counter, a hash in a checkpoint); its value is not
+// kept, since no tensor's metadata can hold one.
+enum class Kind : uint8_t { None, Bool, Int, BigInt, Float, Str, Tuple, List, Dict, Global, Storage, Tensor };
 
 const char* kind_name(Kind k) {
   switch (k) {
     case Kind::None: return "None";
     case Kind::Bool: return "bool";
     case Kind::Int: return "int";
+    case Kind::BigInt: return "int of more than 64 bits";
     case Kind::Float: return "float";
     case Kind::Str: return "str";
     case Kind::Tuple: return "tuple";
@@ -260,12 +263,20 @@ class Interpreter {
         case 'M': push(make(Kind::Int, 0, static_cast<int64_t>(le(2)))); break;
         case 0x8a: {  // LONG1: little-endian two's complement of n bytes
           const uint64_t k = le(1);
-          if (k > 8) bad("an integer of more than 64 bits");
+          if (k > 8) {
+            take(k);
+            push(make(Kind::BigInt));
+            break;
+          }
           uint64_t v = k ? le(static_cast<size_t>(k)) : 0;
           if (k && k < 8 && (v >> (8 * k - 1)) & 1) v |= ~uint64_t{0} << (8 * k);  // sign-extend
           push(make(Kind::Int, 0, static_cast<int64_t>(v)));
           break;
         }
+        case 0x8b:  // LONG4: the same with a 4-byte length (ints of more than 255 bytes)
+          take(le(4));
+          push(make(Kind::BigInt));
+          break;
         case 'G': {  // BINFLOAT: big-endian IEEE double
           const uint8_t* b = take(8);
           uint64_t bits = 0;

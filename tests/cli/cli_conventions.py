@@ -70,5 +70,16 @@ def test_inspect_json_gives_numpy_dtypes():
         assert np.dtype(got[name][1]) == a.dtype  # numpy reads the descr back to the same dtype
 
 
+
+def test_tensors_read_from_standard_input_are_named_as_docs_formats_md_says():
+    # docs/formats.md, "Reading": a format that names a tensor by the file's stem has none on
+    # standard input: an .npy's array is arr_0 (np.savez's name for it).
+    np.save(path("stdin_w.npy"), np.arange(3, dtype=np.float32))
+    with open(path("stdin_w.npy"), "rb") as f:
+        run("encode", "-", "-o", path("stdin_w.gcz"), "--force", "--quiet", stdin=f.read())
+    info = json.loads(run("inspect", path("stdin_w.gcz"), "--json")[0])
+    assert [t["name"] for t in info["frames"][0]["tensors"]] == ["arr_0"], info["frames"][0]
+
+
 if __name__ == "__main__":
     clitest.run_all(globals())

@@ -67,6 +67,30 @@ def test_every_fixture_round_trips_bit_exactly_through_lossless_and_back_to_pt()
             same(want[n], back[n], f"{name}: {n}")
 
 
+def test_ints_beyond_64_bits_are_values_that_are_not_tensors():
+    # An optimizer state's step or a hash can be a Python int of any size (pickle's LONG1 and
+    # LONG4): like any value that is not a tensor it is named, skipped, and the tensors read.
+    torch.save({"a": torch.arange(4.0), "u": 2**63, "n": -2**64 - 5, "huge": 7**400,
+                "opt": {"step": 2**70, "w": torch.ones(2)}}, path("bigint.pt"))
+    _, err = run("encode", path("bigint.pt"), "-o", path("bigint.gcz"), "--force")
+    assert "4 value(s) that are not tensors (the first: 'u') are not read" in err, err
+    run("decode", path("bigint.gcz"), "-o", path("bigint_back.pt"), "--force", "--quiet")
+    back = torch.load(path("bigint_back.pt"), weights_only=True)
+    assert list(back) == ["a", "opt.w"] and torch.equal(back["a"], torch.arange(4.0)), back
+    # As the key of a tensor it cannot make a name: refused, naming the key's type.
+    torch.save({2**70: torch.ones(2)}, path("bigkey.pt"))
+    fails("encode", path("bigkey.pt"), "-o", path("bigkey.gcz"), code=2, contains="int of more than 64 bits")
+
+
+def test_a_tensor_saved_alone_and_read_from_standard_input_is_named_tensor():
+    # docs/formats.md, "Reading": the file's stem names it; standard input has none.
+    torch.save(torch.arange(3.0), path("alone.pt"))
+    with open(path("alone.pt"), "rb") as f:
+        run("encode", "-", "-o", path("alone.gcz"), "--force", "--quiet", stdin=f.read())
+    info = json.loads(run("inspect", path("alone.gcz"), "--json")[0])
+    assert [t["name"] for t in info["frames"][0]["tensors"]] == ["tensor"], info["frames"][0]
+
+
 def test_tensors_are_listed_in_order_with_dtypes_and_non_tensors_are_named():
     out, err = run("encode", os.path.join(FX, "dtypes.pt"), "-o", path("d.gcz"), "--preset", "lossless",
                    "--force")
