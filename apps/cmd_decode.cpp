@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <charconv>
 #include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -235,7 +236,16 @@ void setup_decode(CLI::App& app, Runner& run) {
   sub->add_option("IN", a->input, "the .gcz container, or - for stdin")->required();
   sub->add_option("-o,--output", a->output, "output: .npz, .h5/.hdf5, .safetensors, .pt/.pth (torch.save), .npy, DIR/ (or - : npz to stdout)")
       ->required();
-  sub->add_option("--frame", a->frame, "decode only frame N (0-based; negative counts from the end: -1 is the last)");
+  sub->add_option("--frame", a->frame, "decode only frame N (0-based; negative counts from the end: -1 is the last)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {  // (CLI11 would clamp a number out of range)
+            if (s.empty()) return "is empty";
+            long long v = 0;
+            const char* end = s.data() + s.size();
+            const auto [p, ec] = std::from_chars(s.data(), end, v);
+            return ec != std::errc() || p != end ? "'" + s + "' is not a whole number from -2^63 to 2^63-1" : "";
+          },
+          "INT"));
   sub->add_option("--tensor", a->tensor, "decode only the tensor with this name");
   sub->add_flag("-f,--force", a->force, "replace outputs that exist");
   sub->add_flag("-v,--verbose", a->verbose, "say which frames were read");

@@ -108,7 +108,7 @@ int run_main(int argc, char** argv) {
   // silently: every option's value must say something (--tensor may name a tensor "").
   for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
     for (CLI::Option* opt : sub->get_options())
-      if (opt->get_type_size() != 0 && opt->nonpositional() && !opt->check_lname("tensor"))
+      if (!opt->get_type_name().empty() && opt->nonpositional() && !opt->check_lname("tensor"))  // not flags
         opt->check(cli::non_empty_text());
   try {
     app.parse(argc, argv);

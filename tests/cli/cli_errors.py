@@ -289,6 +289,14 @@ def test_option_values_checked_and_messages_on_one_line():
     run("encode", path("ok.npz"), "-o", path("o_empty.gcz"), "--quiet", "--force")
     for opt in ("--frame", "--threads", "--memory-limit"):
         fails("decode", path("o_empty.gcz"), "-o", path("o_empty.npz"), opt, "", code=1, contains=f"{opt}: is empty")
+    # (The empty-value check is on options that take a value: the help shows flags bare.)
+    for sub in ("encode", "decode", "inspect", "bench", "merge", "list"):
+        for line in run(sub, "--help")[0].decode().splitlines():
+            if line.strip().startswith(("-f,--force", "-v,--verbose", "-h,--help", "--strict", "--pass-through")):
+                assert "TEXT" not in line, (sub, line)
+    # A --frame out of range is named as typed (CLI11 would clamp it to 2^63-1 first).
+    fails("decode", path("o_empty.gcz"), "-o", path("o_empty.npz"), "--frame", "99999999999999999999", code=1,
+          contains="--frame: '99999999999999999999' is not a whole number")
     for seed in ("-1", "99999999999999999999999", "7x"):
         fails("encode", path("ok.npz"), "-o", path("o1.gcz"), "--seed", seed, code=1, contains="whole number")
     run("encode", path("ok.npz"), "-o", path("o1.gcz"), "--seed", str(2**64 - 1), "--quiet")
