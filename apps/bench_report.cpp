@@ -248,10 +248,11 @@ std::string rows_csv(const ordered_json& report) {
     std::string line;
     bool first = true;
     for (auto it = j.begin(); it != j.end(); ++it) {
+      // Text, and an object or array (--target's `target`) as its JSON text, is one quoted field.
       std::string v;
-      if (it->is_string()) {
+      if (it->is_string() || it->is_structured()) {
         v = "\"";
-        for (char c : it->get<std::string>()) v += c == '"' ? std::string("\"\"") : std::string(1, c);
+        for (char c : it->is_string() ? it->get<std::string>() : it->dump()) v += c == '"' ? std::string("\"\"") : std::string(1, c);
         v += "\"";
       } else if (it->is_null()) {
         v = "";

@@ -122,10 +122,13 @@ std::unique_ptr<AtomicOutput> open_report(const std::string& path, bool force) {
   return std::make_unique<AtomicOutput>(path, force);
 }
 
+// Whether two paths name one file however they are spelled ("r.json", "./r.json", a symlink).
 bool same_file(const std::string& a, const std::string& b) {
   if (a == b) return true;
   std::error_code ea, eb;
-  auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+  // (weakly_canonical leaves a relative path relative when none of it exists yet)
+  auto ca = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea);
+  auto cb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
   return !ea && !eb && ca == cb;
 }
 
@@ -133,10 +136,15 @@ Reports open_reports(const BenchArgs& a) {
   Reports r;
   if (a.json == "-" && a.csv == "-")
     fail(ErrorCode::Usage, "--json - and --csv - would both write to standard output; give a file for one of them");
-  // Both renamed onto one path, the second would replace the first (or, without --force, be
-  // refused after the whole run).
-  if (!a.json.empty() && !a.csv.empty() && a.json != "-" && a.csv != "-" && same_file(a.json, a.csv))
-    fail(ErrorCode::Usage, "--json and --csv name the same file: " + a.json);
+  // Two outputs renamed onto one path: the second would replace the first (or, without --force,
+  // be refused after the whole run).
+  const std::pair<const char*, const std::string*> outs[] = {{"--json", &a.json}, {"--csv", &a.csv}, {"--plot", &a.plot}};
+  for (size_t i = 0; i < 3; ++i)
+    for (size_t k = i + 1; k < 3; ++k) {
+      const std::string &x = *outs[i].second, &y = *outs[k].second;
+      if (!x.empty() && !y.empty() && x != "-" && y != "-" && same_file(x, y))
+        fail(ErrorCode::Usage, std::string(outs[i].first) + " and " + outs[k].first + " name the same file: " + y);
+    }
   if (!a.json.empty()) r.json = open_report(a.json, a.force);
   if (!a.csv.empty()) r.csv = open_report(a.csv, a.force);
   r.to_stdout = a.json == "-" || a.csv == "-";
@@ -171,12 +179,13 @@ std::string join_rank_reports(const std::vector<std::vector<uint8_t>>& parts, si
 
 int run_bench(BenchArgs a) {
   reuse_freed_heap();
+  if (a.seeds == 0) fail(ErrorCode::Usage, "--seeds: give at least 1");
   unsigned link_workers = 0;
   if (!a.link.empty()) {
     // With a link model, --workers is the number of workers, not their inputs.
     const std::string n = a.workers.size() == 1 ? a.workers[0] : "";
     if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 6 || std::stoul(n) < 2)
-      fail(ErrorCode::Usage, "--link needs --workers N, the number of workers (an integer from 2)");
+      fail(ErrorCode::Usage, "--link needs --workers N, the number of workers (an integer from 2 to 999999)");
     link_workers = static_cast<unsigned>(std::stoul(n));
     a.workers.clear();
   }
@@ -196,9 +205,9 @@ int run_bench(BenchArgs a) {
     fail(ErrorCode::Usage, "--aggregates applies to --collective with --workers (under mpirun)");
   if (!a.workers.empty()) {
     if (!a.inputs.empty() || !a.presets.empty() || !a.pipelines.empty() || !a.sweeps.empty() || !a.csv.empty() ||
-        !a.target.empty())
+        !a.target.empty() || !a.plot.empty())
       fail(ErrorCode::Usage, "--workers compares the merge methods: give no INPUT, --preset, --pipeline, --sweep, "
-                             "--csv or --target with it");
+                             "--csv, --plot or --target with it");
     if (ranks::active() && ranks::rank() != 0) return 0;  // on rank 0 alone (docs/scale-out.md)
     check_workers_report(a.json, a.force);
     return run_bench_workers({a.workers, a.seeds, a.json, a.markdown, a.in, !a.no_compensation, a.full_sync});

@@ -54,6 +54,10 @@ void check_chart_path(const std::string& path, bool force) {
     fail(ErrorCode::Usage, "--plot " + path + ": the chart is written as .svg, .png or .pdf (by its extension)");
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail(ErrorCode::Usage, path + ": is a directory");
+  // Its folder is checked now, as the reports' are, not after the run.
+  const std::filesystem::path parent = std::filesystem::absolute(path, ec).parent_path();
+  if (!std::filesystem::is_directory(parent, ec))
+    fail(ErrorCode::Input, path + ": cannot create output: No such directory " + parent.string());
   if (!force && std::filesystem::exists(path, ec))
     fail(ErrorCode::Usage, path + ": already exists (use --force to replace it)");
 }

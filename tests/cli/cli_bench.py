@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -247,6 +248,36 @@ def test_report_paths_are_checked_before_the_run():
     assert not os.path.exists(path("fresh.json")) and not os.path.exists(path("r"))
     assert open(path("exists.json")).read() == "{}\n"
     assert not temporaries(clitest.WORK), temporaries(clitest.WORK)
+
+
+def test_outputs_named_twice_or_unwritable_are_refused_before_the_run():
+    # Relative spellings of one file ("r.json", "./r.json") and --plot against a report were only
+    # found at the end (or, with --force, one output silently replaced the other); a --plot in a
+    # missing folder was found after the run, in a message naming a temporary.
+    env = {"GRADCODEC_TEST_FLIP_DECODED": "1"}  # a run that got going would exit 5
+    def refused(*args, code, contains):
+        p = subprocess.run([clitest.EXE, "bench", "g.npz", *FAST, *args], cwd=clitest.WORK, capture_output=True,
+                           text=True, timeout=120, env={**os.environ, **env})
+        assert p.returncode == code and contains in p.stderr and p.stderr.count("\n") == 1, (args, p.returncode, p.stderr)
+    refused("--json", "twice.json", "--csv", "./twice.json", "--force", code=1, contains="name the same file")
+    refused("--plot", "twice.svg", "--csv", "twice.svg", code=1, contains="--csv and --plot name the same file")
+    refused("--plot", "./twice.svg", "--json", "twice.svg", "--force", code=1, contains="name the same file")
+    refused("--plot", os.path.join("no_dir", "p.svg"), code=2, contains="no_dir")
+    assert not any(os.path.exists(path(n)) for n in ("twice.json", "twice.svg"))
+    os.makedirs(path("wk3"), exist_ok=True)
+    for k in range(2):
+        np.savez(path("wk3", f"worker_{k}.npz"), w=rng.standard_normal(300).astype(np.float32))
+    fails("bench", "--workers", path("wk3", "worker_*.npz"), "--plot", path("wk.svg"), code=1, contains="--plot")
+    fails("bench", path("g.npz"), *FAST, "--seeds", "0", code=1, contains="--seeds")
+
+
+def test_a_csv_report_of_a_target_run_has_the_headers_fields_on_every_line():
+    out, _ = run("bench", path("g.npz"), "--repeat", "1", "--min-time", "0", "--preset", "topk-1pct", "--preset",
+                 "qsgd8", "--target", "bits=2", "--csv", "-", "--quiet")
+    rows = list(csv.reader(out.decode().splitlines()))
+    assert len(rows) == 3 and all(len(r) == len(rows[0]) for r in rows), [len(r) for r in rows]
+    target = json.loads(dict(zip(rows[0], rows[1]))["target"])
+    assert target["status"] == "met" and target["stage"] == "topk", target
 
 
 def test_a_report_on_stdout_is_alone_there():

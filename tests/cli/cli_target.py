@@ -9,6 +9,7 @@ has no searched parameter or its target cannot be met, and said so."""
 import json
 import os
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -233,6 +234,26 @@ def test_bench_target_refusals():
           contains="--sweep")
     fails("bench", SNAP, "--pipeline", "topk", "--target", "speed=4", code=1, contains="speed=4")
     fails("bench", SNAP, "--pipeline", "topk", "--target-scope", "snapshot", code=1, contains="--target")
+
+
+def test_the_example_table_of_docs_target_md_is_what_encode_chooses():
+    # docs/target.md, "Example": each row's pipeline and target through encode --target, which
+    # must choose the row's value and report its bits/param (and worst-tensor rel L2).
+    with open(os.path.join(sys.argv[2], "docs", "target.md"), encoding="utf-8") as f:
+        section = f.read().split("## Example", 1)[1]
+    rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in section.splitlines()
+            if l.startswith("| `")]
+    assert len(rows) >= 6, rows
+    for pipeline, target, chosen, bits, rel in rows:
+        # From the source folder, as the docs' command: the container records the input's path.
+        p = subprocess.run([clitest.EXE, "encode", "test_data/snapshots/step_000.npz", "-o", path("doc_target.gcz"),
+                            "--force", "--pipeline", pipeline.strip("`"), "--target", target],
+                           cwd=sys.argv[2], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        line = next(l for l in p.stderr.splitlines() if l.startswith(f"gradcodec: target {target}:"))
+        assert f" {chosen} (" in line and f"({bits} bits/param" in line, (pipeline, target, line)
+        if rel:
+            assert f"rel L2 {rel} worst tensor" in line, (pipeline, target, line)
 
 
 if __name__ == "__main__":
