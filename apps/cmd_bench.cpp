@@ -179,6 +179,8 @@ std::string join_rank_reports(const std::vector<std::vector<uint8_t>>& parts, si
 
 int run_bench(BenchArgs a) {
   reuse_freed_heap();
+  for (const auto& i : a.inputs)
+    if (i == "-") refuse_stdin_across_ranks();
   if (a.seeds == 0) fail(ErrorCode::Usage, "--seeds: give at least 1");
   unsigned link_workers = 0;
   if (!a.link.empty()) {

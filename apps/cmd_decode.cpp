@@ -69,8 +69,11 @@ std::string frame_path(const std::string& out, size_t f, size_t frames) {
 }
 
 int run_decode(const DecodeArgs& a) {
-  if (a.output == "-" && ::isatty(STDOUT_FILENO))
+  // (Under mpirun a rank's stdout is a terminal even when the job's output is redirected: rank 0
+  // writes `-o -` wherever mpirun sends it.)
+  if (a.output == "-" && !ranks::active() && ::isatty(STDOUT_FILENO))
     fail(ErrorCode::Usage, "refusing to write binary output to a terminal (redirect it or use -o FILE)");
+  if (a.input == "-") refuse_stdin_across_ranks();
   reuse_freed_heap();
   DecoderOptions dopt;
   if (!a.memory_limit.empty()) dopt.memory_limit = parse_memory_limit(a.memory_limit);

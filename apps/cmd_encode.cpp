@@ -46,11 +46,15 @@ void print_summary(const std::string& output, const EncodeSummary& s, const std:
 
 int run_encode(const EncodeArgs& a) {
   bound_heap_growth();
+  // (Under mpirun a rank's stdout is a terminal even when the job's output is redirected.)
+  if (ranks::active() && a.output == "-")
+    fail(ErrorCode::Usage, "under MPI the container is written to a file: give -o FILE, not -o -");
   if (a.output == "-" && ::isatty(STDOUT_FILENO))
     fail(ErrorCode::Usage, "refusing to write a binary container to a terminal (redirect it or use -o FILE)");
   int stdin_uses = 0;
   for (const auto& i : a.inputs) stdin_uses += i == "-";
   if (stdin_uses > 1) fail(ErrorCode::Usage, "standard input ('-') can be read only once");
+  if (stdin_uses) refuse_stdin_across_ranks();
   check_output_path(a.output, a.inputs);
   check_container_name(a.output, a.force_name);
   EncoderOptions eo;

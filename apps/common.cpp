@@ -2,6 +2,7 @@
 #include "common.hpp"
 #include "name_filter.hpp"
 #include "progress.hpp"
+#include "ranks.hpp"
 
 #include <gradcodec/gradcodec.hpp>
 
@@ -66,6 +67,12 @@ CLI::Validator non_empty_text() {
         return s.find_first_not_of(" \t\n\r") == std::string::npos ? "is empty" : "";
       },
       "TEXT");
+}
+
+void refuse_stdin_across_ranks() {
+  if (ranks::active() && ranks::size() > 1)
+    fail(ErrorCode::Usage, "standard input ('-') reaches rank 0 alone under MPI (" + std::to_string(ranks::size()) +
+                               " ranks): give the input as a file");
 }
 
 CLI::Validator whole_number() {

@@ -26,6 +26,9 @@ std::string one_line(const std::string& msg);
 // (CLI11 lets "-1" wrap and clamps what overflows).
 CLI::Validator non_empty_text();
 CLI::Validator whole_number();
+// An input read from standard input ('-') with more than one MPI rank is refused on every rank
+// (Usage): mpirun hands standard input to rank 0 alone, and the others would read nothing.
+void refuse_stdin_across_ranks();
 void set_quiet(bool quiet);
 bool quiet();
 

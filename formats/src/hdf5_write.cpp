@@ -365,8 +365,12 @@ class Hdf5Writer final : public SnapshotWriter {
       space = space_hid(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
     }
     if (!space.valid()) h5fail("cannot create the dataspace");
+    // No creation and modification times in the object header: the same tensors give the same
+    // file bytes whenever they are written.
+    Hid dcpl = plist_hid(H5Pcreate(H5P_DATASET_CREATE));
+    if (!dcpl.valid() || H5Pset_obj_track_times(dcpl.get(), false) < 0) h5fail("cannot set the dataset's properties");
     Hid ds = dataset_hid(H5Dcreate2(fid_.get(), h5path.c_str(), wt.file.get(), space.get(), lcpl_.get(),
-                                    H5P_DEFAULT, H5P_DEFAULT));
+                                    dcpl.get(), H5P_DEFAULT));
     if (!ds.valid()) h5fail("cannot create the dataset");
     if (n > 0) {
       const uint8_t* src = t.data.data();

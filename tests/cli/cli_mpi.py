@@ -25,14 +25,15 @@ MPIRUN = shutil.which("mpirun")
 STEPS = sorted(glob.glob(os.path.join(SRC, "test_data", "snapshots", "step_*.npz")))
 
 
-def mpirun(n, *args, expect=0):
-    """Runs `mpirun -np n gradcodec args`; checks the exit status; returns (stdout, stderr)."""
+def mpirun(n, *args, expect=0, stdin=None):
+    """Runs `mpirun -np n gradcodec args` (stdin: bytes for its standard input); checks the exit
+    status; returns (stdout, stderr)."""
     assert MPIRUN, "mpirun not found (Debian: openmpi-bin), though gradcodec was built with MPI"
     # Shared memory between ranks without Linux's cross-memory attach, which containers that
     # restrict ptrace refuse (Open MPI would warn and fall back, or fail).
     cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "--mca", "btl_vader_single_copy_mechanism", "none",
            "-np", str(n), EXE, *map(str, args)]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    p = subprocess.run(cmd, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
     err = p.stderr.decode("utf-8", "replace")
     assert p.returncode == expect, f"{' '.join(cmd)}: exit {p.returncode}, expected {expect}\n{err}"
     return p.stdout, err
@@ -107,9 +108,36 @@ def test_refusals_under_mpi():
     _, err = mpirun(2, "encode", STEPS[1], "-o", out, expect=1)
     assert len(gradcodec_lines(err)) == 1 and "already exists" in err, err
     assert open(out, "rb").read() == before and not leftovers(clitest.WORK)
+    # (mpirun gives each rank a terminal for stdout, even when the job's is a pipe: the MPI
+    # refusal must come first, not the terminal one.)
     _, err = mpirun(2, "encode", STEPS[1], "-o", "-", expect=1)
     lines = gradcodec_lines(err)
-    assert len(lines) == 1 and "-o FILE" in lines[0], err
+    assert len(lines) == 1 and "under MPI the container is written to a file" in lines[0], err
+    # Standard input reaches rank 0 alone: refused on every rank at once (before, the other
+    # ranks read nothing and the job hung, or failed after rank 0 had written its output).
+    with open(STEPS[0], "rb") as f:
+        snapshot = f.read()
+    for args in (("encode", "-", "-o", path("stdin.gcz")), ("decode", "-", "-o", path("stdin_dir") + "/"),
+                 ("bench", "-", "--preset", "qsgd4", "--repeat", "1", "--min-time", "0")):
+        _, err = mpirun(2, *args, expect=1, stdin=snapshot)
+        lines = gradcodec_lines(err)
+        assert len(lines) == 1 and "reaches rank 0 alone" in lines[0], (args, err)
+    assert not os.path.exists(path("stdin.gcz")) and not os.path.exists(path("stdin_dir"))
+    # One rank reads it as one process does.
+    mpirun(1, "encode", "-", "-o", path("stdin1.gcz"), "--quiet", stdin=snapshot)
+    run("encode", "-", "-o", path("stdin0.gcz"), "--quiet", stdin=snapshot)
+    assert open(path("stdin1.gcz"), "rb").read() == open(path("stdin0.gcz"), "rb").read()
+
+
+def test_decode_to_standard_output_under_mpi():
+    # docs/scale-out.md: a one-file decode runs on rank 0 alone; `-o -` goes where mpirun sends
+    # the job's output (each rank's stdout is a terminal of mpirun's, so no terminal refusal).
+    run("encode", STEPS[0], "-o", path("to_stdout.gcz"), "--quiet", "--force")
+    out, err = mpirun(2, "decode", path("to_stdout.gcz"), "-o", "-")
+    with open(path("from_mpi.npz"), "wb") as f:
+        f.write(out)
+    run("decode", path("to_stdout.gcz"), "-o", path("plain.npz"), "--quiet", "--force")
+    assert npz_equal(path("from_mpi.npz"), path("plain.npz")), err
 
 
 def npz_equal(a, b):
