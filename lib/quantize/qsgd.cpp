@@ -93,11 +93,12 @@ class Qsgd final : public Quantizer {
     std::vector<uint8_t> bytes;
     codes::BitPacker bits(bytes, elias_ ? n * (1 + level_bits_) : 0);
     FixedPacker fixed(bytes, elias_ ? 0 : n, 1 + level_bits_);
-    Rng rng = ctx.rng(RngPurpose::Round);
-    const double s = static_cast<double>(s_);
+    const uint64_t key = ctx.rng(RngPurpose::Round).key();
+    const auto s = static_cast<float>(s_);  // exact: levels < 2^24
     bool nonfinite = false, overflow = false;
-    uint32_t code[kRun];  // the codes of a run of values: sign << level_bits | level
-    double sums[kGroup];  // Σv² of the buckets of a group
+    uint32_t code[kRun];   // the codes of a run of values: sign << level_bits | level
+    float scaled[kRun];    // a run of a bucket whose norm is below 2^-64, times 2^64
+    double sums[kGroup];   // Σv² of the buckets of a group
     for (uint64_t b = 0; b < nb; ++b) {
       const uint64_t lo = b * size, hi = std::min(n, lo + size);
       if (b % kGroup == 0) bucket_sums(v, b, std::min<uint64_t>(kGroup, nb - b), size, sums);
@@ -107,12 +108,19 @@ class Qsgd final : public Quantizer {
       const float norm = static_cast<float>(std::sqrt(ss));
       if (std::isinf(norm) && std::isfinite(ss)) overflow = true;  // finite values, norm beyond f32
       norms[b] = norm;
-      const double scale = norm > 0 ? s_ / static_cast<double>(norm) : 0.0;
+      // s/N in f32. A norm below 2^-64 (where s/N could overflow f32) is first multiplied by
+      // 2^64 with the bucket's values: exact, and the same r = |v|·s/N up to f32 rounding.
+      const bool tiny = norm > 0 && norm < 0x1.0p-64f;
+      const float scale = norm > 0 ? s / (tiny ? norm * 0x1.0p64f : norm) : 0.0f;
       for (uint64_t i = lo; i < hi; i += kRun) {
-        // One uniform per value, drawn in turn: value i + j takes the stream's output first + j.
-        const uint64_t m = std::min<uint64_t>(kRun, hi - i), first = rng.counter();
-        codes::qsgd_codes(v.data() + i, m, scale, s, level_bits_, rng.key(), first, code);
-        rng.seek(first + m);
+        // Value i's uniform is the 32-bit word i of the stream (two per generator output).
+        const uint64_t m = std::min<uint64_t>(kRun, hi - i);
+        const float* x = v.data() + i;
+        if (tiny) {
+          for (uint64_t j = 0; j < m; ++j) scaled[j] = x[j] * 0x1.0p64f;
+          x = scaled;
+        }
+        codes::qsgd_codes(x, m, scale, s, level_bits_, key, i, code);
         if (elias_) {
           for (uint64_t j = 0; j < m; ++j) put_elias(bits, code[j] & ((1u << level_bits_) - 1), code[j] >> level_bits_);
         } else {

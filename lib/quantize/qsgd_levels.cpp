@@ -15,18 +15,23 @@
 
 namespace gradcodec::stages::codes {
 
-void qsgd_codes_portable(const float* x, uint64_t m, double scale, double s, unsigned level_bits, uint64_t key,
+uint32_t qsgd_word(uint64_t key, uint64_t i) noexcept {
+  const uint64_t w = Rng(key).at(i >> 1);
+  return static_cast<uint32_t>(i & 1 ? w >> 32 : w);
+}
+
+void qsgd_codes_portable(const float* x, uint64_t m, float scale, float s, unsigned level_bits, uint64_t key,
                          uint64_t first, uint32_t* code) noexcept {
-  const Rng rng(key);
   for (uint64_t j = 0; j < m; ++j) {
-    const double r = std::fabs(static_cast<double>(x[j])) * scale;
-    const double u = rng.uniform_at(first + j);
-    // r ≥ s codes as s (f32 rounding of the norm can put r an ulp above s); NaN fails both tests
-    // and codes as level 0. Then ⌊r⌋, plus 1 with probability r − ⌊r⌋.
-    const double rc = r < s ? r : (r >= s ? s : 0.0);
-    const int64_t fl = static_cast<int64_t>(rc);  // 0 ≤ rc ≤ s < 2^24: truncation is ⌊rc⌋
-    const uint32_t l = static_cast<uint32_t>(fl) + (u < rc - static_cast<double>(fl) ? 1u : 0u);
-    code[j] = (sign_bit(x[j]) ? 1u << level_bits : 0u) | l;
+    const float r = std::fabs(x[j]) * scale;
+    // r ≥ s codes as s (f32 rounding can put r an ulp above s); NaN fails both tests and codes as
+    // level 0. Then ⌊r⌋, plus 1 with probability r − ⌊r⌋ (exact in f32).
+    const float rc = r < s ? r : (r >= s ? s : 0.0f);
+    const auto fl = static_cast<uint32_t>(static_cast<int32_t>(rc));  // 0 ≤ rc ≤ s < 2^24: truncation is ⌊rc⌋
+    const float frac = rc - static_cast<float>(fl);
+    // w·2⁻³² < frac, compared exactly in double (frac·2³² is exact).
+    const bool up = static_cast<double>(qsgd_word(key, first + j)) < static_cast<double>(frac) * 0x1.0p32;
+    code[j] = (sign_bit(x[j]) ? 1u << level_bits : 0u) | (fl + (up ? 1u : 0u));
   }
 }
 
@@ -37,46 +42,50 @@ namespace {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// Eight values per step, each operation the portable loop's in a double (or 64-bit) lane:
-// the generator's outputs key + n·γ for n = first + j … first + j + 7, mixed as Rng::mix does
-// (64-bit multiplies: AVX-512DQ), u = (z >> 11)·2⁻⁵³ converted exactly (< 2^53); the compares
-// are the ordered ones of the scalar code (false on NaN), the sign test the unordered
-// not-less-than (true on NaN, as sign_bit).
-__attribute__((target("avx512f,avx512dq,avx512vl"))) void codes_avx512(const float* x, uint64_t m, double scale, double s,
-                                                              unsigned level_bits, uint64_t key, uint64_t first,
-                                                              uint32_t* code) noexcept {
-  const __m512d vs = _mm512_set1_pd(s), vscale = _mm512_set1_pd(scale), zero = _mm512_setzero_pd();
-  const __m512d two_m53 = _mm512_set1_pd(0x1.0p-53);
+// Sixteen values per step from an even value index, each operation the portable loop's in an f32
+// lane: the generator's eight outputs ⌊i/2⌋ … ⌊i/2⌋ + 7 mixed as Rng::mix does (64-bit
+// multiplies: AVX-512DQ), whose 32-bit halves are, in lane order, the words of values i … i + 15;
+// w·2⁻³² < frac as the unsigned compare w < ⌈frac·2³²⌉ (frac·2³² exact and at most 2³² − 2⁸,
+// converted rounding up); frac = rc − ⌊rc⌋ exactly (vreduceps). The compares are the ordered
+// ones of the scalar code (false on NaN), the sign test the unordered not-less-than (true on NaN,
+// as sign_bit).
+__attribute__((target("avx512f,avx512dq"))) void codes_avx512(const float* x, uint64_t m, float scale, float s,
+                                                             unsigned level_bits, uint64_t key, uint64_t first,
+                                                             uint32_t* code) noexcept {
+  uint64_t j = 0;
+  if ((first & 1) && m > 0) {  // the odd value's word is the high half of an output: one value on its own
+    qsgd_codes_portable(x, 1, scale, s, level_bits, key, first, code);
+    j = 1;
+  }
+  const __m512 vs = _mm512_set1_ps(s), vscale = _mm512_set1_ps(scale), zero = _mm512_setzero_ps();
+  const __m512 two32 = _mm512_set1_ps(0x1.0p32f);
   const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(Rng::kGamma));
   const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
   const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
   const __m512i step = _mm512_set1_epi64(static_cast<long long>(Rng::kGamma * 8));
-  const __m256i one = _mm256_set1_epi32(1), sign = _mm256_set1_epi32(static_cast<int>(1u << level_bits));
-  __m512i z = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(key + first * Rng::kGamma)),
+  const __m512i one = _mm512_set1_epi32(1), sign = _mm512_set1_epi32(static_cast<int>(1u << level_bits));
+  __m512i z = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(key + ((first + j) >> 1) * Rng::kGamma)),
                                _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), gamma));
-  uint64_t j = 0;
-  for (; j + 8 <= m; j += 8) {
-    const __m512d xd = _mm512_cvtps_pd(_mm256_loadu_ps(x + j));
-    const __m512d r = _mm512_mul_pd(_mm512_abs_pd(xd), vscale);
+  for (; j + 16 <= m; j += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + j);
+    const __m512 r = _mm512_mul_ps(_mm512_abs_ps(xv), vscale);
     __m512i t = z;
     t = _mm512_xor_si512(t, _mm512_srli_epi64(t, 30));
     t = _mm512_mullo_epi64(t, c1);
     t = _mm512_xor_si512(t, _mm512_srli_epi64(t, 27));
     t = _mm512_mullo_epi64(t, c2);
     t = _mm512_xor_si512(t, _mm512_srli_epi64(t, 31));
-    const __m512d u = _mm512_mul_pd(_mm512_cvtepi64_pd(_mm512_srli_epi64(t, 11)), two_m53);
     z = _mm512_add_epi64(z, step);
     // rc: min(r, s) where r is ordered (r = s gives s either way), 0 where r is NaN.
-    const __m512d rc = _mm512_maskz_min_pd(_mm512_cmp_pd_mask(r, r, _CMP_ORD_Q), r, vs);
-    const __m256i fl = _mm512_cvttpd_epi32(rc);
-    const __m512d frac = _mm512_reduce_pd(rc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);  // rc − ⌊rc⌋, exact
-    const __mmask8 up = _mm512_cmp_pd_mask(u, frac, _CMP_LT_OQ);
-    const __mmask8 positive = _mm512_cmp_pd_mask(xd, zero, _CMP_NLT_UQ);
-    // The 8-bit masks act on the eight 32-bit codes in a 256-bit register (AVX-512VL): widening
-    // them to a 16-bit mask would send each through a general register.
-    __m256i l = _mm256_mask_add_epi32(fl, up, fl, one);
-    l = _mm256_mask_or_epi32(l, positive, l, sign);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(code + j), l);
+    const __m512 rc = _mm512_maskz_min_ps(_mm512_cmp_ps_mask(r, r, _CMP_ORD_Q), r, vs);
+    const __m512i fl = _mm512_cvttps_epi32(rc);
+    const __m512 frac = _mm512_reduce_ps(rc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);  // rc − ⌊rc⌋, exact
+    const __m512i bound = _mm512_cvt_roundps_epu32(_mm512_mul_ps(frac, two32), _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+    const __mmask16 up = _mm512_cmplt_epu32_mask(t, bound);
+    const __mmask16 positive = _mm512_cmp_ps_mask(xv, zero, _CMP_NLT_UQ);
+    __m512i l = _mm512_mask_add_epi32(fl, up, fl, one);
+    l = _mm512_mask_or_epi32(l, positive, l, sign);
+    _mm512_storeu_si512(code + j, l);
   }
   qsgd_codes_portable(x + j, m - j, scale, s, level_bits, key, first + j, code + j);
 }
@@ -89,13 +98,13 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) void codes_avx512(const flo
 
 bool qsgd_codes_vectorised() noexcept {
 #if defined(GRADCODEC_QSGD_AVX512)
-  return cpu_avx512dq() && cpu_avx512vl();
+  return cpu_avx512dq();
 #else
   return false;
 #endif
 }
 
-void qsgd_codes(const float* x, uint64_t m, double scale, double s, unsigned level_bits, uint64_t key, uint64_t first,
+void qsgd_codes(const float* x, uint64_t m, float scale, float s, unsigned level_bits, uint64_t key, uint64_t first,
                 uint32_t* code) noexcept {
 #if defined(GRADCODEC_QSGD_AVX512)
   if (qsgd_codes_vectorised()) return codes_avx512(x, m, scale, s, level_bits, key, first, code);

@@ -261,10 +261,27 @@ TEST_CASE("code expansion: the vectorised loops give the portable loops' floats 
 }
 
 namespace {
-// qsgd's encoder as the formula reads, one value at a time through the generator in turn and a
-// BitPacker: the value stream and norms the stage must reproduce byte for byte.
+// The rule's level of one value (docs/stages.md "qsgd"), written from the text: r = |x|·scale in
+// f32, clamped to s (NaN: 0), ⌊r⌋ plus 1 when the 32-bit word w satisfies w·2⁻³² < r − ⌊r⌋ (in
+// double: exact for both sides).
+uint32_t rule_level(float x, float scale, uint32_t s, uint32_t w) {
+  const float r = std::fabs(x) * scale;
+  if (std::isnan(r)) return 0;
+  if (r >= static_cast<float>(s)) return s;
+  const double fl = std::floor(static_cast<double>(r));
+  return static_cast<uint32_t>(fl) + (w * 0x1.0p-32 < static_cast<double>(r) - fl ? 1u : 0u);
+}
+
+// Word i of a stream: the low half of output i/2 for an even i, the high half for an odd i.
+uint32_t word_of(const Rng& rng, uint64_t i) {
+  const uint64_t out = rng.at(i / 2);
+  return static_cast<uint32_t>(i % 2 == 0 ? out & 0xffffffffu : out >> 32);
+}
+
+// qsgd's encoder as the formula reads, one value at a time and a BitPacker: the value stream and
+// norms the stage must reproduce byte for byte.
 std::pair<std::vector<uint8_t>, std::vector<float>> reference_encode(const std::vector<float>& v, uint32_t s,
-                                                                     uint64_t bucket, bool elias, Rng rng) {
+                                                                     uint64_t bucket, bool elias, const Rng& rng) {
   const unsigned level_bits = static_cast<unsigned>(std::bit_width(uint64_t{s}));
   std::vector<uint8_t> bytes;
   stages::codes::BitPacker bits(bytes, 0);
@@ -272,11 +289,10 @@ std::pair<std::vector<uint8_t>, std::vector<float>> reference_encode(const std::
   const size_t size = bucket == 0 ? v.size() : bucket;
   for (size_t i = 0; i < v.size(); ++i) {
     const float norm = norms[i / size];
-    const double scale = norm > 0 ? s / static_cast<double>(norm) : 0.0;
-    const double r = std::fabs(static_cast<double>(v[i])) * scale, u = rng.uniform();
-    uint64_t l = 0;
-    if (r < s) l = static_cast<uint64_t>(std::floor(r)) + (u < r - std::floor(r) ? 1 : 0);
-    else if (r >= s) l = s;
+    // A norm below 2^-64: the bucket and its norm times 2^64 first.
+    const float pre = norm > 0 && norm < std::ldexp(1.0f, -64) ? std::ldexp(1.0f, 64) : 1.0f;
+    const float scale = norm > 0 ? static_cast<float>(s) / (norm * pre) : 0.0f;
+    const uint64_t l = rule_level(v[i] * pre, scale, s, word_of(rng, i));
     const bool positive = !(v[i] < 0);
     if (!elias) {
       bits.put((uint64_t{positive} << level_bits) | l, 1 + level_bits);
@@ -303,14 +319,17 @@ TEST_CASE("qsgd's encoder gives the formula's bytes: every level width, bucket, 
   g[702] = -std::numeric_limits<float>::infinity();
   std::vector<float> lone(600, 0.0f);
   lone[300] = -2.5f;  // the only non-zero of its bucket: r = s exactly
+  // Norms below 2^-64 (coded as the bucket times 2^64), denormal norms among them.
+  std::vector<float> tiny = gaussian(1100, 19);
+  for (size_t i = 0; i < tiny.size(); ++i) tiny[i] *= i < 550 ? 1e-22f : 1e-41f;
   for (uint32_t s : {1u, 3u, 5u, 7u, 127u, 255u, 16777215u})
-    for (uint64_t bucket : {uint64_t{0}, uint64_t{5}, uint64_t{100}, uint64_t{300}, uint64_t{512}})
-      for (const std::vector<float>* src : {&g, &lone})
+    for (uint64_t bucket : {uint64_t{0}, uint64_t{5}, uint64_t{100}, uint64_t{300}, uint64_t{512}, uint64_t{101}})
+      for (const std::vector<float>* src : {&g, &lone, &tiny})
         for (uint64_t n : {uint64_t{1}, uint64_t{9}, uint64_t{257}, uint64_t{src->size()}})
           for (bool elias : {false, true}) {
             const std::string text = "qsgd(levels=" + std::to_string(s) + ", bucket=" + std::to_string(bucket) +
                                      (elias ? ", coding=elias)" : ")");
-            INFO(text << " n=" << n << (src == &lone ? " lone" : ""));
+            INFO(text << " n=" << n << (src == &lone ? " lone" : src == &tiny ? " tiny" : ""));
             const std::vector<float> v(src->begin(), src->begin() + static_cast<long>(n));
             Tensor t = make_tensor("w", {n}, v);
             auto q = make_quantizer(text);
@@ -331,34 +350,55 @@ TEST_CASE("qsgd's encoder gives the formula's bytes: every level width, bucket, 
 }
 
 TEST_CASE("qsgd level codes: the vectorised loop gives the portable loop's codes bit for bit", "[quantize][qsgd]") {
-  // Eight values per step where the CPU has AVX-512 (F+DQ). Inputs: NaN, ±Inf, −0, denormals,
-  // values at, just under and above the top level, scale 0 and a scale that overflows r to Inf;
-  // counts crossing the vector step; generator counters near 2^64 (the key + n·γ wrap-around).
+  // Sixteen values per step from an even value index where the CPU has AVX-512 (F+DQ). Inputs:
+  // NaN, ±Inf, −0, denormals, values at, just under and above the top level, scale 0 and a scale
+  // that overflows r to Inf; counts crossing the vector step; odd and even first indices (an odd
+  // one starts on a high half); value indices near 2^64 (generator counters near 2^63).
   WARN("vectorised qsgd level codes on this CPU: " << (stages::codes::qsgd_codes_vectorised() ? "yes" : "no"));
   std::vector<float> x = gaussian(100, 23);
   x[0] = std::numeric_limits<float>::quiet_NaN(), x[1] = std::numeric_limits<float>::infinity();
   x[2] = -std::numeric_limits<float>::infinity(), x[3] = -0.0f, x[4] = 0.0f;
   x[5] = std::numeric_limits<float>::denorm_min(), x[6] = -std::numeric_limits<float>::denorm_min();
   x[7] = 1.0f, x[8] = -1.0f, x[9] = std::nextafter(1.0f, 0.0f), x[10] = std::nextafter(1.0f, 2.0f);
-  x[11] = 0.5f, x[12] = -0.25f;
+  x[11] = 0.5f, x[12] = -0.25f, x[13] = 1e-12f, x[14] = -3e-10f;  // fractions below 2^-32 of a level
   for (uint32_t s : {1u, 7u, 127u, 16777215u})
-    for (double scale : {0.0, 1.0, static_cast<double>(s), 3.7, 1e300})
-      for (uint64_t first : {uint64_t{0}, uint64_t{5}, ~uint64_t{0} - 20})
-        for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{9}, uint64_t{17}, uint64_t{100}}) {
+    for (float scale : {0.0f, 1.0f, static_cast<float>(s), 3.7f, 1e30f})
+      for (uint64_t first : {uint64_t{0}, uint64_t{5}, uint64_t{6}, ~uint64_t{0} - 201})
+        for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{15}, uint64_t{16}, uint64_t{17}, uint64_t{33}, uint64_t{100}}) {
           INFO("s " << s << " scale " << scale << " first " << first << " count " << count);
           const unsigned level_bits = static_cast<unsigned>(std::bit_width(uint64_t{s}));
           const uint64_t key = 0x123456789abcdefULL;
           std::vector<uint32_t> a(count + 1, 42u), b(count + 1, 42u);
-          stages::codes::qsgd_codes(x.data(), count, scale, s, level_bits, key, first, a.data());
-          stages::codes::qsgd_codes_portable(x.data(), count, scale, s, level_bits, key, first, b.data());
+          stages::codes::qsgd_codes(x.data(), count, scale, static_cast<float>(s), level_bits, key, first, a.data());
+          stages::codes::qsgd_codes_portable(x.data(), count, scale, static_cast<float>(s), level_bits, key, first,
+                                             b.data());
           REQUIRE(a == b);  // the sentinel past the end too
           const Rng rng(key);
           for (uint64_t j = 0; j < count; ++j) {  // and the portable loop is the rule
-            const double r = std::fabs(static_cast<double>(x[j])) * scale, u = rng.uniform_at(first + j);
-            uint32_t l = 0;
-            if (r < s) l = static_cast<uint32_t>(std::floor(r)) + (u < r - std::floor(r) ? 1u : 0u);
-            else if (r >= s) l = s;
+            REQUIRE(stages::codes::qsgd_word(key, first + j) == word_of(rng, first + j));
+            const uint32_t l = rule_level(x[j], scale, s, word_of(rng, first + j));
             REQUIRE(b[j] == ((x[j] < 0 ? 0u : 1u << level_bits) | l));
           }
         }
+}
+
+TEST_CASE("qsgd's round-up probability is r - floor(r) to 2^-32: a fraction's share of words", "[quantize][qsgd]") {
+  // Over 2^20 consecutive words the share that rounds a fixed fraction up is the fraction, within
+  // the binomial spread (4.5σ) plus the 2^-32 step of the words; a rule that used the top 24 bits
+  // or compared ≤ would still pass this, the unbiasedness test above checks the whole code.
+  const uint64_t key = 0xfeedULL, n = uint64_t{1} << 20;
+  for (float frac : {0.5f, 0.1f, 0.9f, 1e-3f, 0.0f}) {
+    INFO("frac " << frac);
+    const float xv = 3.0f + frac;  // r = x with scale 1 and s = 7: level 3 or 4
+    std::vector<float> x(4096, xv);
+    std::vector<uint32_t> c(x.size());
+    uint64_t up = 0;
+    for (uint64_t first = 0; first < n; first += x.size()) {
+      stages::codes::qsgd_codes(x.data(), x.size(), 1.0f, 7.0f, 3, key, first, c.data());
+      for (uint32_t code : c) up += (code & 7u) == 4u;
+    }
+    const double f = static_cast<double>(xv - 3.0f), sd = std::sqrt(f * (1 - f) / static_cast<double>(n));
+    CHECK(std::fabs(static_cast<double>(up) / static_cast<double>(n) - f) <= 4.5 * sd + 0x1.0p-32);
+    if (frac == 0.0f) CHECK(up == 0);
+  }
 }
