@@ -5,73 +5,18 @@
 #include "quantize/codes.hpp"
 #include "quantize/expand.hpp"
 #include "quantize/qsgd_levels.hpp"
-#include "base/cpu.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define GRADCODEC_QSGD_AVX2 1
-#elif defined(__SSE2__)
+#if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
 namespace gradcodec::stages {
 
 namespace {
-
-#if defined(GRADCODEC_QSGD_AVX2)
-// Σ x² of 16 whole buckets of `size` values each (bucket k starts at x + k·size), the sums of the
-// portable loop bit for bit: each bucket's squares (exact in double) are added in index order,
-// one bucket per double lane. Eight values of each bucket are loaded at a time and each 8×8 block
-// transposed, so that step j adds value i + j of every bucket; the two blocks of 8 buckets are
-// two independent chains of additions, which keeps the adder busy. These sums are the tensor's
-// first read, from memory: each step also asks for 8 lines of the next group (the 16 buckets
-// after these) into L2 (prefetcht1; docs/performance.md, "Real gradients").
-__attribute__((target("avx2"))) inline void add_squares(__m256 c, __m256d& lo, __m256d& hi) {
-  const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(c)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
-  lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));
-  hi = _mm256_add_pd(hi, _mm256_mul_pd(b, b));
-}
-
-// col[j] = value i + j of the 8 buckets starting at x, x + size, ...
-__attribute__((target("avx2"))) inline void columns8(const float* x, uint64_t size, uint64_t i, __m256* col) {
-  __m256 r[8], t[8], u[8];
-  for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(x + k * size + i);
-  for (int k = 0; k < 8; k += 2) t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]), t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-  for (int k = 0; k < 8; k += 4) {
-    u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));          // values 0, 4
-    u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));      // 1, 5
-    u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));  // 2, 6
-    u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));  // 3, 7
-  }
-  for (int j = 0; j < 4; ++j) col[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-  for (int j = 0; j < 4; ++j) col[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-}
-
-__attribute__((target("avx2"))) void sums16_avx2(const float* x, uint64_t size, double* sums) {
-  __m256d lo0 = _mm256_setzero_pd(), hi0 = lo0, lo1 = lo0, hi1 = lo0;  // buckets 0-3, 4-7, 8-11, 12-15
-  uint64_t i = 0;
-  // The next group's buckets (an address past the tensor for its last group: a prefetch is only
-  // a hint, and never faults).
-  uintptr_t next = reinterpret_cast<uintptr_t>(x) + 64 * size;
-  for (; i + 8 <= size; i += 8, next += 512) {
-    for (uintptr_t l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
-    __m256 a[8], b[8];
-    columns8(x, size, i, a);
-    columns8(x + 8 * size, size, i, b);
-    for (int j = 0; j < 8; ++j) add_squares(a[j], lo0, hi0), add_squares(b[j], lo1, hi1);
-  }
-  _mm256_storeu_pd(sums, lo0);
-  _mm256_storeu_pd(sums + 4, hi0);
-  _mm256_storeu_pd(sums + 8, lo1);
-  _mm256_storeu_pd(sums + 12, hi1);
-  for (; i < size; ++i)
-    for (uint64_t k = 0; k < 16; ++k) sums[k] += static_cast<double>(x[k * size + i]) * x[k * size + i];
-}
-#endif
 
 constexpr const char* kName = "qsgd";
 
@@ -98,11 +43,9 @@ class Qsgd final : public Quantizer {
     bool nonfinite = false, overflow = false;
     uint32_t code[kRun];   // the codes of a run of values: sign << level_bits | level
     float scaled[kRun];    // a run of a bucket whose norm is below 2^-64, times 2^64
-    double sums[kGroup];   // Σv² of the buckets of a group
     for (uint64_t b = 0; b < nb; ++b) {
       const uint64_t lo = b * size, hi = std::min(n, lo + size);
-      if (b % kGroup == 0) bucket_sums(v, b, std::min<uint64_t>(kGroup, nb - b), size, sums);
-      const double ss = sums[b % kGroup];
+      const double ss = codes::qsgd_sum_squares(v.data() + lo, hi - lo);
       // Squares of f32 values cannot overflow a double: ss is finite unless a value is NaN/±Inf.
       if (!std::isfinite(ss)) nonfinite = true;
       const float norm = static_cast<float>(std::sqrt(ss));
@@ -256,32 +199,6 @@ class Qsgd final : public Quantizer {
   };
 
   static constexpr uint64_t kRun = 256;  // values coded between two packings (codes in L1)
-  static constexpr uint64_t kGroup = 16;  // buckets whose sums are computed together
-
-  // sums[k] = Σ v_i² over bucket first + k (k < count), added in index order in double as the
-  // rule reads (each square of an f32 is exact in double; only the order of the additions
-  // matters). Sixteen whole buckets are summed side by side: sixteen independent chains of
-  // additions instead of one, the same sums bit for bit.
-  static void bucket_sums(std::span<const float> v, uint64_t first, uint64_t count, uint64_t size, double* sums) {
-    const float* x = v.data() + first * size;
-    if (count == kGroup && (first + kGroup) * size <= v.size()) {
-#if defined(GRADCODEC_QSGD_AVX2)
-      if (cpu_avx2()) return sums16_avx2(x, size, sums);
-#endif
-      double a[kGroup] = {};
-      for (uint64_t i = 0; i < size; ++i)
-        for (uint64_t k = 0; k < kGroup; ++k) a[k] += static_cast<double>(x[k * size + i]) * x[k * size + i];
-      for (uint64_t k = 0; k < kGroup; ++k) sums[k] = a[k];
-      return;
-    }
-    for (uint64_t k = 0; k < count; ++k) {
-      const uint64_t lo = (first + k) * size, hi = std::min<uint64_t>(v.size(), lo + size);
-      double ss = 0;
-      for (uint64_t i = lo; i < hi; ++i) ss += static_cast<double>(v[i]) * v[i];
-      sums[k] = ss;
-    }
-  }
-
   void put_elias(codes::BitPacker& bits, uint64_t l, bool positive) const {
     const uint64_t x = l + 1;
     const unsigned width = static_cast<unsigned>(std::bit_width(x));  // ⌊log2 x⌋ + 1

@@ -20,6 +20,21 @@ uint32_t qsgd_word(uint64_t key, uint64_t i) noexcept {
   return static_cast<uint32_t>(i & 1 ? w >> 32 : w);
 }
 
+namespace {
+// The partials' combination: 16 → 8 → 4 → 2 → 1, lane k with lane k + half.
+double combine(double* p) noexcept {
+  for (unsigned half = 8; half >= 1; half /= 2)
+    for (unsigned k = 0; k < half; ++k) p[k] += p[k + half];
+  return p[0];
+}
+}  // namespace
+
+double qsgd_sum_squares_portable(const float* x, uint64_t n) noexcept {
+  double p[16] = {};
+  for (uint64_t i = 0; i < n; ++i) p[i % 16] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return combine(p);
+}
+
 void qsgd_codes_portable(const float* x, uint64_t m, float scale, float s, unsigned level_bits, uint64_t key,
                          uint64_t first, uint32_t* code) noexcept {
   for (uint64_t j = 0; j < m; ++j) {
@@ -89,12 +104,45 @@ __attribute__((target("avx512f,avx512dq"))) void codes_avx512(const float* x, ui
   }
   qsgd_codes_portable(x + j, m - j, scale, s, level_bits, key, first + j, code + j);
 }
+
+// Sixteen values a step into two accumulators of eight double lanes (partials 0–7 and 8–15);
+// the squares are exact in double, so the fused multiply-add rounds once as the portable loop's
+// add does. The tail (n mod 16 values) goes to its partials through a zero-masked load.
+__attribute__((target("avx512f"))) double sum_squares_avx512(const float* x, uint64_t n) noexcept {
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  uint64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d b = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    lo = _mm512_fmadd_pd(a, a, lo);
+    hi = _mm512_fmadd_pd(b, b, hi);
+  }
+  if (i < n) {
+    const __m512 v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (n - i)) - 1), x + i);
+    const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d b = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    lo = _mm512_fmadd_pd(a, a, lo);  // +0 in the lanes past the tail: no partial changes
+    hi = _mm512_fmadd_pd(b, b, hi);
+  }
+  alignas(64) double p[16];
+  _mm512_store_pd(p, lo);
+  _mm512_store_pd(p + 8, hi);
+  return combine(p);
+}
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
 }  // namespace
 #endif
+
+double qsgd_sum_squares(const float* x, uint64_t n) noexcept {
+#if defined(GRADCODEC_QSGD_AVX512)
+  if (cpu_avx512dq()) return sum_squares_avx512(x, n);
+#endif
+  return qsgd_sum_squares_portable(x, n);
+}
 
 bool qsgd_codes_vectorised() noexcept {
 #if defined(GRADCODEC_QSGD_AVX512)

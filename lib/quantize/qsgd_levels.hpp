@@ -22,6 +22,13 @@ void qsgd_codes(const float* x, uint64_t m, float scale, float s, unsigned level
 void qsgd_codes_portable(const float* x, uint64_t m, float scale, float s, unsigned level_bits, uint64_t key,
                          uint64_t first, uint32_t* code) noexcept;
 
+// Σ x[i]² over i < n in double (each square exact), as sixteen partial sums: partial k adds the
+// squares of x[k], x[k + 16], x[k + 32], … in order; then partial k and k + 8 are added (k < 8),
+// then those k and k + 4 (k < 4), then k and k + 2, then 0 and 1. The portable and AVX-512 loops
+// give the same double bit for bit.
+double qsgd_sum_squares(const float* x, uint64_t n) noexcept;
+double qsgd_sum_squares_portable(const float* x, uint64_t n) noexcept;
+
 // Whether qsgd_codes takes its vector loop on this CPU.
 bool qsgd_codes_vectorised() noexcept;
 

@@ -21,15 +21,23 @@ namespace {
 uint64_t level_of(float x, float norm, uint32_t s) {
   return norm > 0 ? static_cast<uint64_t>(std::llround(std::fabs(double(x)) * s / norm)) : 0;
 }
+// Σv² of a bucket as docs/stages.md "qsgd" orders it: sixteen partials (value i into partial
+// i mod 16), then partials k and k + 8 added, then k and k + 4, k and k + 2, 0 and 1.
+double rule_sum_squares(const float* x, size_t n) {
+  double p[16] = {};
+  for (size_t i = 0; i < n; ++i) p[i % 16] += double(x[i]) * x[i];
+  double q[8], r[4], t[2];
+  for (int k = 0; k < 8; ++k) q[k] = p[k] + p[k + 8];
+  for (int k = 0; k < 4; ++k) r[k] = q[k] + q[k + 4];
+  for (int k = 0; k < 2; ++k) t[k] = r[k] + r[k + 2];
+  return t[0] + t[1];
+}
 // ‖v‖₂ of each bucket, rounded to f32 as the wire carries it.
 std::vector<float> bucket_norms(const std::vector<float>& v, size_t bucket) {
   std::vector<float> out;
   const size_t size = bucket == 0 ? v.size() : bucket;
-  for (size_t lo = 0; lo < v.size(); lo += size) {
-    double ss = 0;
-    for (size_t i = lo; i < std::min(v.size(), lo + size); ++i) ss += double(v[i]) * v[i];
-    out.push_back(static_cast<float>(std::sqrt(ss)));
-  }
+  for (size_t lo = 0; lo < v.size(); lo += size)
+    out.push_back(static_cast<float>(std::sqrt(rule_sum_squares(v.data() + lo, std::min(v.size(), lo + size) - lo))));
   return out;
 }
 }  // namespace
@@ -380,6 +388,31 @@ TEST_CASE("qsgd level codes: the vectorised loop gives the portable loop's codes
             REQUIRE(b[j] == ((x[j] < 0 ? 0u : 1u << level_bits) | l));
           }
         }
+}
+
+TEST_CASE("qsgd's bucket sums: the vectorised loop gives the rule's order of additions bit for bit", "[quantize][qsgd]") {
+  // Values of very different magnitudes, so that another order of additions gives another
+  // double; every length from 0 to 70 (whole steps of 16 and tails), and offsets that misalign.
+  std::vector<float> x = gaussian(200, 29);
+  for (size_t i = 0; i < x.size(); ++i) x[i] *= std::ldexp(1.0f, static_cast<int>(i * 7 % 60) - 30);
+  x[50] = std::numeric_limits<float>::denorm_min(), x[51] = 3e38f, x[52] = -0.0f;
+  for (size_t off : {size_t{0}, size_t{1}, size_t{3}})
+    for (size_t n = 0; n <= 70; ++n) {
+      INFO("offset " << off << " n " << n);
+      const double want = rule_sum_squares(x.data() + off, n);
+      const double a = stages::codes::qsgd_sum_squares(x.data() + off, n);
+      const double b = stages::codes::qsgd_sum_squares_portable(x.data() + off, n);
+      REQUIRE(std::memcmp(&a, &want, sizeof a) == 0);
+      REQUIRE(std::memcmp(&b, &want, sizeof b) == 0);
+    }
+  // The order matters on these values: plain index order gives another double for some length.
+  bool differs = false;
+  for (size_t n = 17; n <= 70 && !differs; ++n) {
+    double seq = 0;
+    for (size_t i = 0; i < n; ++i) seq += double(x[i]) * x[i];
+    differs = seq != rule_sum_squares(x.data(), n);
+  }
+  CHECK(differs);
 }
 
 TEST_CASE("qsgd's round-up probability is r - floor(r) to 2^-32: a fraction's share of words", "[quantize][qsgd]") {
