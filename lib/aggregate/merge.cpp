@@ -197,6 +197,8 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
   eo.threads = std::max(1u, o.threads);
   eo.workers = helpers;
   eo.progress = [&](const TensorInfo& t) { advance(t.elements()); };
+  // merge has no --nonfinite: a merged tensor the output pipeline cannot code is refused.
+  eo.nonfinite_advice = "merge stores no tensor raw; --method mean --preset lossless keeps such values";
   SequenceEncoder enc(out_pipeline, eo);
   std::vector<std::unique_ptr<SequenceDecoder>> dec;
   DecodeOptions dopt;

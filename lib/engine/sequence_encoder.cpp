@@ -57,7 +57,7 @@ void check_storable(const TensorInfo& info, const std::string& source) {
 
 EncodedRecord encode_record(const PipelineStages& stages, const Tensor& t, const StageContext& ctx,
                             PipelineStages::TensorState& st, NonFinite nonfinite_policy, bool timed,
-                            const std::string& source, Tensor* decoded) {
+                            const std::string& source, Tensor* decoded, const std::string& advice) {
   EncodedRecord rec;
   if (t.dtype() == DType::Other) {
     rec.storage = Storage::PassThrough;
@@ -80,13 +80,11 @@ EncodedRecord encode_record(const PipelineStages& stages, const Tensor& t, const
     if (nonfinite_policy != NonFinite::Refuse) return;
     if (nonfinite)
       fail(ErrorCode::Input, source + ": tensor '" + t.name() + "' has " + std::to_string(nonfinite) +
-                                 " non-finite value(s) (NaN/Inf) and the pipeline is lossy; --nonfinite=raw "
-                                 "stores such tensors raw");
+                                 " non-finite value(s) (NaN/Inf) and the pipeline is lossy; " + advice);
     if (beyond)
       fail(ErrorCode::Input, source + ": tensor '" + t.name() + "' has " + std::to_string(beyond) +
                                  " value(s) beyond float32's range (|x| > 3.4e38), which the lossy pipeline, "
-                                 "computing in float32, would turn into Inf/NaN; --nonfinite=raw stores such "
-                                 "tensors raw");
+                                 "computing in float32, would turn into Inf/NaN; " + advice);
   };
   refuse_nonfinite();
   PipelineStages::Encoded enc;
@@ -100,7 +98,7 @@ EncodedRecord encode_record(const PipelineStages& stages, const Tensor& t, const
     // float16): decoded, they would be Inf/NaN.
     if (!enc.overflow.empty() && nonfinite_policy == NonFinite::Refuse)
       fail(ErrorCode::Input, source + ": tensor '" + t.name() + "': " + enc.overflow +
-                                 ", which would decode as Inf/NaN; --nonfinite=raw stores such tensors raw");
+                                 ", which would decode as Inf/NaN; " + advice);
   }
   if (nonfinite || beyond || !enc.overflow.empty() || enc.streams.total_bytes() >= t.data.size()) {
     enc = PipelineStages::Encoded{};  // free the larger-than-raw streams before the raw copy
@@ -232,7 +230,8 @@ std::vector<TensorOutcome> SequenceEncoder::encode_frame(const FrameSource& src,
       ctx.info = &t.info;
       ctx.frame_plan = plan.get();
       auto& st = im.states.at(t.name());  // created before the workers start
-      EncodedRecord rec = encode_record(im.stages, t, ctx, st, im.opt.nonfinite, im.opt.time_stages, src.source);
+      EncodedRecord rec = encode_record(im.stages, t, ctx, st, im.opt.nonfinite, im.opt.time_stages, src.source,
+                                        nullptr, im.opt.nonfinite_advice);
       job.storage = rec.storage;
       job.streams = std::move(rec.streams);
       job.variant = rec.variant;

@@ -151,6 +151,12 @@ def test_nonfinite_refusals_name_their_cause():
     # A lossless mean keeps it, as the inputs held it.
     run("merge", *nan, "-o", out, "--method", "mean", "--force", "--quiet")
     assert np.isnan(decode(out, "nan_mean.npz")["b"][3])
+    # Finite merged values a lossy stage cannot represent (qsgd's bucket norm beyond float32):
+    # the encoder's refusal advised --nonfinite=raw, which merge does not take; it names its own way.
+    os.remove(out)
+    err = fails("merge", *big, "-o", out, "--method", "mean", "--preset", "qsgd4", code=2,
+                contains=["tensor 'a'", "beyond float32's range", "--preset lossless"])
+    assert "--nonfinite" not in err and not os.path.exists(out), err
     # bench --workers printed figures for both (cascade's rel_l2 23.3 on the overflow, 177 with
     # the NaN): now one error line each.
     fails("bench", "--workers", path("nan*.npz"), code=2, contains=["nan1.npz", "tensor 'b'", "NaN/Inf"])

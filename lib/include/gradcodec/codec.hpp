@@ -28,9 +28,14 @@ namespace gradcodec {
 // it starts helpers of its own.
 std::shared_ptr<Workers> make_workers();
 
+// The advice that ends a refusal of NaN/Inf (or of values a lossy stage cannot represent).
+inline constexpr const char* kNonfiniteRawAdvice = "--nonfinite=raw stores such tensors raw";
+
 struct EncodeOptions {
   bool time_stages = false;        // fill TensorOutcome::times (bench)
   NonFinite nonfinite = NonFinite::Refuse;
+  // What the refusal under NonFinite::Refuse advises (merge, which stores nothing raw, says its own).
+  std::string nonfinite_advice = kNonfiniteRawAdvice;
   uint64_t seed = 0;
   uint32_t keyframe_interval = 0;  // 0: only frame 0 is a keyframe
   unsigned threads = 1;
@@ -84,7 +89,7 @@ struct EncodedRecord {
 // before (its decoder side cleared here on a keyframe). A non-floating tensor becomes a
 // pass-through record. A lossy pipeline's tensor with NaN/Inf or values beyond float32's range,
 // or one a stage cannot represent (Payload::overflow), is refused (Error Input naming `source`
-// and the tensor) or stored raw, as `nonfinite` says; so is, raw, one whose streams would not be
+// and the tensor, ending with `advice`) or stored raw, as `nonfinite` says; so is, raw, one whose streams would not be
 // smaller than its bytes. `decoded`, when given, receives what a decoder of the record returns
 // (for a stateful pipeline, what the encoder's mirror decoder makes anyway). A tensor refused
 // for its NaN/Inf or its values beyond float32 by a pipeline that does not screens_nonfinite()
@@ -92,7 +97,8 @@ struct EncodedRecord {
 // its decoder side); another exception may leave `st` part-way updated.
 EncodedRecord encode_record(const PipelineStages& stages, const Tensor& t, const StageContext& ctx,
                             PipelineStages::TensorState& st, NonFinite nonfinite, bool timed,
-                            const std::string& source, Tensor* decoded = nullptr);
+                            const std::string& source, Tensor* decoded = nullptr,
+                            const std::string& advice = kNonfiniteRawAdvice);
 
 class SequenceEncoder {
  public:
