@@ -323,8 +323,20 @@ Pipeline Pipeline::parse(const std::string& text) {
               if (quoted) raw = "\"" + raw + "\"";
               if (raw.empty()) usage(name + ": an empty parameter (a stray ',') (" + param_list(e) + ")");
               if (e.params.empty()) usage(name + " takes no parameters (got '" + raw + "')");
-              usage(name + ": parameters are given as NAME=VALUE, e.g. " + name + "(" + e.params.front().name + "=" +
-                    raw + ") (" + param_list(e) + ")");
+              // The example names the first parameter that takes this value ("zfp(4)": rate, not
+              // mode), else the first parameter.
+              const ParamSpec* example = &e.params.front();
+              for (const auto& p : e.params) {
+                try {
+                  make_value(e, p, raw, quoted);
+                } catch (const Error&) {
+                  continue;
+                }
+                example = &p;
+                break;
+              }
+              usage(name + ": parameters are given as NAME=VALUE, e.g. " + name + "(" + example->name + "=" + raw +
+                    ") (" + param_list(e) + ")");
             }
           }
           if (!ps) usage(name + ": unknown parameter '" + key + "' (" + param_list(e) + ")");

@@ -100,7 +100,33 @@ EncodedRecord encode_record(const PipelineStages& stages, const Tensor& t, const
       fail(ErrorCode::Input, source + ": tensor '" + t.name() + "': " + enc.overflow +
                                  ", which would decode as Inf/NaN; " + advice);
   }
-  if (nonfinite || beyond || !enc.overflow.empty() || enc.streams.total_bytes() >= t.data.size()) {
+  // A narrow tensor (f16, bf16) decodes to the stages' f32 values rounded to its dtype, where an
+  // estimate that overshoots the dtype's largest value (a qsgd level at a bucket's norm, ssdm's
+  // norm-scaled signs, a zfp block) would be ±Inf. Found by decoding the record as the decoder
+  // will: here for a stateless pipeline (from an empty state), below for a stateful one.
+  const bool narrow = t.dtype() == DType::F16 || t.dtype() == DType::BF16;
+  const PipelineStages& ds = enc.variant >= 0 ? stages.variant(enc.variant) : stages;
+  auto refuse_narrow = [&](uint64_t bad, bool stateful) {
+    fail(ErrorCode::Input, source + ": tensor '" + t.name() + "': " + std::to_string(bad) +
+                               " decoded value(s) beyond " + dtype_name(t.dtype()) +
+                               "'s range, which would decode as Inf; " +
+                               (stateful && nonfinite_policy != NonFinite::Refuse
+                                    ? std::string("a stateful pipeline cannot store such a tensor raw")
+                                    : advice));
+  };
+  Tensor checked;  // the stateless record decoded, when is_checked
+  bool is_checked = false, narrow_overflow = false;
+  if (narrow && !stages.lossless() && !stages.stateful() && !nonfinite && !beyond && enc.overflow.empty() &&
+      enc.streams.total_bytes() < t.data.size()) {
+    PipelineStages::TensorState fresh;
+    checked = ds.decode(t.info, enc.streams, true, ctx, fresh);
+    is_checked = true;
+    if (const uint64_t bad = count_nonfinite(checked)) {
+      if (nonfinite_policy == NonFinite::Refuse) refuse_narrow(bad, false);
+      narrow_overflow = true;
+    }
+  }
+  if (nonfinite || beyond || !enc.overflow.empty() || narrow_overflow || enc.streams.total_bytes() >= t.data.size()) {
     enc = PipelineStages::Encoded{};  // free the larger-than-raw streams before the raw copy
     rec.kept = t.elements();          // every value sent, exactly
     rec.storage = Storage::Raw;
@@ -116,18 +142,22 @@ EncodedRecord encode_record(const PipelineStages& stages, const Tensor& t, const
   rec.storage = Storage::Pipeline;
   rec.stats = std::move(enc.stats);
   rec.variant = enc.variant;
-  // The decoder decodes a record with its variant's pipeline, if any.
-  const PipelineStages& ds = enc.variant >= 0 ? stages.variant(enc.variant) : stages;
+  // The decoder decodes a record with its variant's pipeline (ds), if any.
   if (stages.stateful()) {
     // The mirror decoder decodes what the decoder will, into the decoder side of the state.
     std::vector<float> recon;
     Tensor out = ds.decode(t.info, std::move(enc.plain), false, ctx, st, &recon);
+    if (narrow && !stages.lossless())
+      if (const uint64_t bad = count_nonfinite(out)) refuse_narrow(bad, true);
     stages.after_encode(recon, ctx, st);
     if (decoded) *decoded = std::move(out);
   } else if (decoded) {
     // A decoder of a stateless pipeline starts each record from an empty state.
-    PipelineStages::TensorState fresh;
-    *decoded = ds.decode(t.info, enc.streams, true, ctx, fresh);
+    if (!is_checked) {
+      PipelineStages::TensorState fresh;
+      checked = ds.decode(t.info, enc.streams, true, ctx, fresh);
+    }
+    *decoded = std::move(checked);
   }
   rec.streams = std::move(enc.streams);
   return rec;

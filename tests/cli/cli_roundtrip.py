@@ -368,6 +368,48 @@ def test_values_a_stage_cannot_hold_are_refused_or_stored_raw():
     assert info["frames"][0]["tensors"][0]["stages"] == "raw (encoding would grow it)", info["frames"][0]["tensors"][0]
 
 
+def test_f16_and_bf16_tensors_never_decode_to_inf():
+    # Finite f16/bf16 values near their dtype's largest: a lossy estimate that overshoots it (a qsgd
+    # level at the bucket's norm, ssdm's norm-scaled signs, bird+'s block scale, a zfp block) was
+    # rounded to Inf on decode with exit 0. Every preset now decodes finite values or refuses the
+    # tensor (exit 2, the count, no output), and --nonfinite=raw stores it raw, bit for bit.
+    top = (np.sign(rng.standard_normal((64, 32, 3, 3))) * 60000 * rng.uniform(0.5, 1, (64, 32, 3, 3)))
+    src = path("f16top.npz")
+    np.savez(src, top=top.astype(np.float16), ok=rng.standard_normal(300).astype(np.float16))
+    presets = [line.split()[0] for line in run("list", "presets")[0].decode().splitlines()
+               if line and not line[0].isspace()]
+    refused = []
+    for preset in presets:
+        out, dec = path("f16top_%s.gcz" % preset), path("f16top_%s.npz" % preset)
+        try:
+            run("encode", src, "-o", out, "--preset", preset, "--seed", 1, "--quiet", "--force")
+        except AssertionError:
+            refused.append(preset)
+            fails("encode", src, "-o", out, "--preset", preset, "--seed", 1, "--force", code=2,
+                  contains=["tensor 'top'", "decoded value(s) beyond f16's range", "--nonfinite=raw"])
+            assert not os.path.exists(out), preset
+            run("encode", src, "-o", out, "--preset", preset, "--seed", 1, "--nonfinite", "raw", "--quiet")
+        run("decode", out, "-o", dec, "--quiet", "--force")
+        with np.load(dec) as z:
+            assert np.isfinite(z["top"]).all() and np.isfinite(z["ok"]).all(), preset
+            if preset in refused:
+                assert same_bits(z["top"], top.astype(np.float16)), preset
+    assert {"qsgd4", "ssdm"} <= set(refused), refused
+    # bf16: two values of 2.4e38 make a qsgd bucket norm of 3.40e38, within float32 but not bf16.
+    bits = np.zeros(512, np.uint16)
+    bits[:2] = 0x7f35  # 2.4e38 in bf16
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [512], "data_offsets": [0, 1024]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path("bftop.safetensors"), "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + bits.tobytes())
+    fails("encode", path("bftop.safetensors"), "-o", path("bftop.gcz"), "--pipeline", "qsgd(levels=1)", "--seed", 2,
+          "--force", code=2, contains=["tensor 'w'", "beyond bf16's range"])
+    # A stateful pipeline decodes as it encodes: refused under either policy, never raw mid-sequence.
+    for extra in ([], ["--nonfinite", "raw"]):
+        fails("encode", src, "-o", path("f16ef.gcz"), "--pipeline", "ef | qsgd(levels=1)", "--seed", 1, "--force",
+              *extra, code=2, contains=["tensor 'top'", "beyond f16's range"])
+
+
 def test_nonfinite_screened_by_topk_counts_exactly():
     # topk (layer scope) counts an f32 tensor's NaN/Inf in its first histogram pass, so the codec
     # skips its own: below and above the 4096 elements where that pass splits four ways, with a
