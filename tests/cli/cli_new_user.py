@@ -165,6 +165,11 @@ def test_positional_stage_parameter_shows_the_named_form():
                 code=1, contains=["NAME=VALUE", f"topk({first}=0.01)"])
     fails("encode", path("pp", "in.npz"), "-o", path("pp", "x.gcz"), "--pipeline", "zstd(3)",
           code=1, contains=["NAME=VALUE", "zstd(level=3)"])
+    # The example names a parameter that takes the value: zfp's first, mode, takes a word, so
+    # zfp(4) was shown as zfp(mode=4), itself refused.
+    err = fails("encode", path("pp", "in.npz"), "-o", path("pp", "x.gcz"), "--pipeline", "zfp(4)",
+                code=1, contains=["NAME=VALUE", "zfp(rate=4)"])
+    assert "mode=4" not in err, err
     # A stage without parameters says so.
     fails("encode", path("pp", "in.npz"), "-o", path("pp", "x.gcz"), "--pipeline", "fp16(2)", code=1,
           contains="fp16 takes no parameters")
