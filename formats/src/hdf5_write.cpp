@@ -113,7 +113,10 @@ class DescrParser {
         if (l.size != 1) throw DescrError{"unsupported bool size"};
         break;
       case 'f':
-        if (l.size != 2 && l.size != 4 && l.size != 8) throw DescrError{"unsupported float size"};
+        // 16 bytes: numpy's longdouble where long double has 16 bytes (x86-64's 80-bit extended
+        // precision), as the reader maps every 16-byte HDF5 float to it (hdf5_types.cpp).
+        if (l.size != 2 && l.size != 4 && l.size != 8 && !(l.size == 16 && sizeof(long double) == 16))
+          throw DescrError{"unsupported float size"};
         l.unit = l.size;
         break;
       case 'c':
@@ -135,7 +138,12 @@ class DescrParser {
       case 'i':
       case 'u': return copy_type(std_integer(l.size, l.kind == 'i', be));
       case 'b': return make_bool();
-      case 'f': return make_float(l.size == 2 ? DType::F16 : l.size == 4 ? DType::F32 : DType::F64, be);
+      case 'f': {
+        if (l.size != 16) return make_float(l.size == 2 ? DType::F16 : l.size == 4 ? DType::F32 : DType::F64, be);
+        Hid t = copy_type(H5T_NATIVE_LDOUBLE);
+        if (H5Tset_order(t.get(), be ? H5T_ORDER_BE : H5T_ORDER_LE) < 0) type_fail("cannot build a long double datatype");
+        return t;
+      }
       case 'c': return make_complex(l.size, be);
       case 'S': {
         Hid t = copy_type(H5T_C_S1);

@@ -219,6 +219,18 @@ def test_non_float_skip_pass_through_strict():
             assert same_bits(z[k], src[k]), k
     fails("encode", path("m.npz"), "-o", path("ms.gcz"), "--strict", code=2, contains=["step", "--strict"])
     assert not os.path.exists(path("ms.gcz"))
+    # A long double passed through comes back to HDF5 as h5py writes it (decode -o .h5 refused the
+    # whole container: "dtype '<f16' cannot be stored in HDF5"), and to .npz as it went in.
+    with h5py.File(path("ld.h5"), "w") as h:
+        h["w"] = ARRAYS["fc.weight"]
+        h["ld"] = np.arange(5, dtype=np.longdouble) / 3
+    run("encode", path("ld.h5"), "-o", path("ldp.gcz"), "--pass-through", "--force", "--quiet")
+    for out in ("ldp.h5", "ldp.npz"):
+        run("decode", path("ldp.gcz"), "-o", path(out), "--force", "--quiet")
+    with h5py.File(path("ld.h5"), "r") as a, h5py.File(path("ldp.h5"), "r") as b:
+        assert b["ld"].dtype == np.longdouble and b["ld"][...].tobytes() == a["ld"][...].tobytes()
+    with np.load(path("ldp.npz")) as z, h5py.File(path("ld.h5"), "r") as a:
+        assert z["ld"].dtype == np.longdouble and z["ld"].tobytes() == a["ld"][...].tobytes()
 
 
 def test_f64_beyond_float32_range_refused_by_lossy_pipelines():
