@@ -356,7 +356,7 @@ void setup_bench(CLI::App& app, Runner& run) {
         return {};
       });
   sub->add_option("--seeds", a->seeds, "stochastic pipelines: runs with N seeds for bias and error spread");
-  sub->add_option("--threads", a->threads, "worker threads (default 1)");
+  sub->add_option("--threads", a->threads, "worker threads, at most one per core (default 1)");
   sub->add_flag("--per-tensor", a->per_tensor, "per-tensor figures in the JSON report");
   sub->add_option("--json", a->json,
                   "write the report as JSON to this file, or - for stdout (the table then goes to stderr)");

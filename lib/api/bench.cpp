@@ -189,7 +189,7 @@ std::string bench(const std::vector<std::vector<Tensor>>& frames, const BenchOpt
   s.repeat = std::max(1u, options.repeat);
   s.min_time = options.min_time;
   s.seeds = std::max(1u, options.seeds);
-  s.threads = options.threads ? options.threads : api::thread_count(0);
+  s.threads = api::thread_count(options.threads);  // at most one per core, as encode and decode take it
   s.per_tensor = options.per_tensor;
   s.nonfinite = options.nonfinite;
   s.inputs_json = options.inputs_json.empty() ? "[]" : options.inputs_json;

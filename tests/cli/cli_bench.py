@@ -301,6 +301,16 @@ def test_a_report_on_stdout_is_alone_there():
           env={"GRADCODEC_TEST_FLIP_DECODED": "1"})
 
 
+def test_threads_at_most_one_per_core_as_encode_takes_them():
+    # bench ran --threads 64 as 64 threads on a 2-core machine (encode and decode take at most one
+    # per core), so its figures were not those of `encode --threads 64`.
+    cores = os.cpu_count() or 1
+    out, _ = run("bench", path("g.npz"), *FAST, "--threads", "64", "--json", "-", "--quiet")
+    assert json.loads(out)["threads"] == min(64, cores)
+    out, _ = run("bench", path("g.npz"), *FAST, "--threads", "64")
+    assert f"; {min(64, cores)} thread(s);" in out.decode(), out
+
+
 def test_demo_on_bundled_data():
     rep = bench_json("--preset", "lossless")
     assert rep["frames"] == 4 and all("test_data" in i for i in rep["inputs"])
