@@ -221,8 +221,27 @@ int run_decode(const DecodeArgs& a) {
     for (auto& w : done) w->publish();
   };
   if (shared) {
-    ranks::together(decode_frames);
-    ranks::together(publish);
+    // The frames' directories lie in DIR/ (frame_path): a missing DIR/ is created by rank 0 alone
+    // before the others open theirs, and removed by it, when left empty, only once every rank
+    // has dropped its own. (Created by whichever rank came first, it was removed by that rank
+    // only if the others' frame directories had already gone: sometimes it was left behind.)
+    std::vector<std::unique_ptr<CreatedDirectory>> top;
+    const std::string first = frame_path(a.output, all_frames.front(), all_frames.size());
+    const bool in_dir = !first.empty() && first.back() == '/';
+    try {
+      ranks::together([&] {
+        if (ranks::rank() == 0 && in_dir && !is_directory(a.output)) top = create_missing_directories(a.output);
+      });
+      ranks::together(decode_frames);
+      ranks::together(publish);
+    } catch (...) {
+      while (!done.empty()) done.pop_back();
+      ranks::together([] {});  // every rank's frame directories are gone
+      std::error_code ec;
+      for (const auto& d : top) std::filesystem::remove(d->path(), ec);  // only when empty
+      throw;
+    }
+    for (auto& d : top) d->release();
   } else {
     decode_frames();
     bar.finish();

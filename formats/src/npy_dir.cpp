@@ -73,21 +73,10 @@ class NpyDirReader final : public SnapshotReader {
 class NpyDirWriter final : public SnapshotWriter {
  public:
   NpyDirWriter(const std::string& dir, bool overwrite) : dir_(dir), overwrite_(overwrite) {
-    std::error_code ec;
     if (!is_directory(dir)) {
       if (path_exists(dir)) fail(ErrorCode::Usage, dir + ": exists and is not a directory");
       // The directories that do not exist yet, deepest first (DIR/frame000/ may create DIR too).
-      // Listed (for an interrupting signal's handler) before they exist.
-      for (fs::path p = fs::path(dir).lexically_normal(); !p.empty() && !path_exists(p.string()); p = p.parent_path()) {
-        if (p.filename().empty()) p = p.parent_path();  // "DIR/" → "DIR"
-        if (p.empty() || path_exists(p.string())) break;
-        created_.push_back(std::make_unique<CreatedDirectory>(p.string()));
-      }
-      fs::create_directories(dir, ec);
-      if (ec) {
-        created_.clear();
-        fail(ErrorCode::Input, dir + ": cannot create directory: " + ec.message());
-      }
+      created_ = create_missing_directories(dir);
     }
   }
   ~NpyDirWriter() override {

@@ -94,6 +94,20 @@ void CreatedDirectory::release() noexcept {
   slot_ = -1;
 }
 
+std::vector<std::unique_ptr<CreatedDirectory>> create_missing_directories(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::unique_ptr<CreatedDirectory>> created;
+  for (fs::path p = fs::path(dir).lexically_normal(); !p.empty() && !path_exists(p.string()); p = p.parent_path()) {
+    if (p.filename().empty()) p = p.parent_path();  // "DIR/" → "DIR"
+    if (p.empty() || path_exists(p.string())) break;
+    created.push_back(std::make_unique<CreatedDirectory>(p.string()));
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(ErrorCode::Input, dir + ": cannot create directory: " + ec.message());
+  return created;
+}
+
 ScratchFile::ScratchFile(std::string path) : path_(std::move(path)), slot_(list_temporary(path_.c_str())) {}
 
 ScratchFile::~ScratchFile() {

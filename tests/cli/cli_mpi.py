@@ -301,6 +301,25 @@ def test_decode_dir_failures_leave_nothing():
 SPEED = ("mbps", "seconds", "time_", "runs", "spread", "speedup")  # measured times and what follows from them
 
 
+def test_a_failed_multi_frame_decode_leaves_no_new_directory():
+    """Several frames into a new DIR/ (DIR/frame000/, ...) shared by 4 ranks, one record damaged
+    in the last frame: DIR/ is removed. It was created by whichever rank came first and removed
+    by that rank only if the others' frame directories had gone: 2 runs in 3 left it, empty."""
+    c = path("mf.gcz")
+    run("encode", *STEPS, "-o", c, "--preset", "lossless", "--quiet")
+    bad = path("mf_bad.gcz")
+    frames = len(json.loads(run("inspect", c, "--json")[0])["frames"])
+    names = [t["name"] for t in json.loads(run("inspect", c, "--json")[0])["frames"][frames - 1]["tensors"]]
+    corrupt_record(c, names[:1], bad, occurrence=frames - 1)
+    out = path("mf_out/")
+    for _ in range(6):
+        _, err = mpirun(4, "decode", bad, "-o", out, expect=3)
+        assert len(gradcodec_lines(err)) == 1 and not os.path.exists(out), (err, tree(out))
+    mpirun(4, "decode", c, "-o", out, "--quiet")
+    assert sorted(os.listdir(out)) == [f"frame{f:03d}" for f in range(frames)]
+    shutil.rmtree(out)
+
+
 def test_bench_shares_the_rows():
     """bench on 2 and 3 ranks: one report from rank 0, every row in order, every figure but the
     speeds equal to one process's (each row is measured whole on one rank)."""

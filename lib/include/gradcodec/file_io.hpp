@@ -98,6 +98,12 @@ class CreatedDirectory {
   int slot_ = -1;
 };
 
+// Creates `dir` and its missing parents, listing each one it creates (deepest first, listed before
+// it exists, for remove_temporary_outputs). Error(Input) naming `dir` when it cannot. The caller
+// removes them, when left empty, on a failure (std::filesystem::remove, deepest first), or
+// releases them once its output is complete.
+std::vector<std::unique_ptr<CreatedDirectory>> create_missing_directories(const std::string& dir);
+
 // Unlinks every AtomicOutput temporary not yet renamed into place and every ScratchFile (those of
 // the first 4096 alive at once; more are removed by their destructors only), then every listed
 // CreatedDirectory that is empty. Async-signal-safe: only reads fixed tables and calls unlink(2)
