@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 
 namespace gradcodec::cli {
 
@@ -46,16 +47,64 @@ EncodeSummary encode_across_ranks(double& largest, const EncoderOptions& options
   const int me = ranks::rank();
   std::unique_ptr<PartEncoder> part;
   uint64_t mine = 0;  // this rank's input bytes
-  ranks::together([&] {
-    std::vector<FrameSource> first;
-    first.push_back(frame_source(inputs.at(0)));
-    const auto owner = tensor_owners(first[0], ranks::size());
-    part = std::make_unique<PartEncoder>(options, [owner, me](const std::string& name) { return owner(name) == me; });
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      FrameSource src = frame_source(inputs[k]);
-      src.recorded = recorded[k];
-      for (const auto& t : part->add_frame(src)) mine += t.input_bytes;
+  // Each rank encodes its tensors and stops at its first error. The ranks then agree on the
+  // error one process would meet first: the lowest (frame, record) that failed on any rank.
+  // This rank's failing record is the first of its own after the last it committed (a part
+  // commits its records in record order, and meets their errors in that order).
+  std::exception_ptr failed;
+  uint64_t failed_frame = UINT64_MAX, failed_record = UINT64_MAX;
+  {
+    size_t frame = 0;
+    std::optional<std::string> last;  // the last record of this frame this rank committed
+    EncoderOptions o = options;
+    o.progress = [&last, chained = options.progress](const TensorInfo& t) {
+      last = t.name;
+      if (chained) chained(t);
+    };
+    std::function<int(const std::string&)> owner;
+    try {
+      FrameSource first = frame_source(inputs.at(0));
+      owner = tensor_owners(first, ranks::size());
+      part = std::make_unique<PartEncoder>(o, [owner, me](const std::string& name) { return owner(name) == me; });
+      for (; frame < inputs.size(); ++frame) {
+        last.reset();
+        FrameSource src = frame_source(inputs[frame]);
+        src.recorded = recorded[frame];
+        for (const auto& t : part->add_frame(src)) mine += t.input_bytes;
+      }
+    } catch (...) {
+      failed = std::current_exception();
+      failed_frame = frame;
+      failed_record = 0;
+      try {  // the record: this rank's next after `last` (the frame's end when none is left)
+        if (owner && frame < inputs.size()) {
+          const FrameSource src = frame_source(inputs[frame]);
+          size_t i = 0;
+          if (last)
+            while (i < src.count && src.info(i).name != *last) ++i;
+          for (i = last ? i + 1 : 0; i < src.count && owner(src.info(i).name) != me; ++i) {
+          }
+          failed_record = i;
+        }
+      } catch (...) {  // (the frame cannot be read again: its error is met at its start)
+      }
     }
+  }
+  std::vector<uint8_t> where(16);
+  std::memcpy(where.data(), &failed_frame, 8);
+  std::memcpy(where.data() + 8, &failed_record, 8);
+  int first_failed = -1;
+  std::pair<uint64_t, uint64_t> lowest{UINT64_MAX, UINT64_MAX};
+  const auto all = ranks::all_gather(where);
+  for (size_t r = 0; r < all.size(); ++r) {
+    std::pair<uint64_t, uint64_t> at;
+    std::memcpy(&at.first, all[r].data(), 8);
+    std::memcpy(&at.second, all[r].data() + 8, 8);
+    if (at.first != UINT64_MAX && at < lowest) lowest = at, first_failed = static_cast<int>(r);
+  }
+  // That rank throws its error inside together(), which hands it to every rank.
+  ranks::together([&] {
+    if (me == first_failed && failed) std::rethrow_exception(failed);
   });
   const std::vector<std::vector<uint8_t>> parts = ranks::all_gather(part->describe());
   uint64_t most = 0, total = 0;

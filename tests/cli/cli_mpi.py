@@ -101,6 +101,31 @@ def test_failure_on_any_rank_is_one_line_and_no_output():
         assert not os.path.exists(out) and not leftovers(clitest.WORK), os.listdir(clitest.WORK)
 
 
+def test_failures_on_several_ranks_give_the_error_one_process_meets_first():
+    # Two tensors with a NaN: 'a' first in record order, on rank 1 (the larger 'b' goes to rank
+    # 0). The error was the lowest rank's ('b'); it is now the first record's, as one process says.
+    # Across frames: rank 0's failure in frame 0 comes before rank 1's in frame 1.
+    a = np.ones(1000, np.float32)
+    a[5] = np.nan
+    b = np.ones(2000, np.float32)
+    b[7] = np.nan
+    np.savez(path("twobad.npz"), z_ok=np.ones(10, np.float32), a=a, b=b, c=np.ones(500, np.float32))
+    np.savez(path("bad_b.npz"), z_ok=np.ones(10, np.float32), a=np.ones(1000, np.float32), b=b,
+             c=np.ones(500, np.float32))
+    np.savez(path("bad_a.npz"), z_ok=np.ones(10, np.float32), a=a, b=np.ones(2000, np.float32),
+             c=np.ones(500, np.float32))
+    out = path("twobad.gcz")
+    for inputs in ([path("twobad.npz")], [path("bad_b.npz"), path("bad_a.npz")]):
+        p = subprocess.run([EXE, "encode", *inputs, "--preset", "qsgd4", "-o", out], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=120)
+        one = p.stderr.decode().strip()
+        assert p.returncode == 2 and ("tensor 'a'" in one) == (len(inputs) == 1), one
+        for n in (2, 3):
+            _, err = mpirun(n, "encode", *inputs, "--preset", "qsgd4", "-o", out, expect=2)
+            assert gradcodec_lines(err) == [one], (inputs, n, err)
+            assert not os.path.exists(out) and not leftovers(clitest.WORK), os.listdir(clitest.WORK)
+
+
 def test_refusals_under_mpi():
     out = path("exists.gcz")
     run("encode", STEPS[0], "-o", out, "--quiet")
