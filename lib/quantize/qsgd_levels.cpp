@@ -35,19 +35,33 @@ double qsgd_sum_squares_portable(const float* x, uint64_t n) noexcept {
   return combine(p);
 }
 
+namespace {
+// The code of value x given its 32-bit word w: the rule of qsgd_codes.
+inline uint32_t code_of(float x, float scale, float s, unsigned level_bits, uint32_t w) noexcept {
+  const float r = std::fabs(x) * scale;
+  // r ≥ s codes as s (f32 rounding can put r an ulp above s); NaN fails both tests and codes as
+  // level 0. Then ⌊r⌋, plus 1 with probability r − ⌊r⌋ (exact in f32).
+  const float rc = r < s ? r : (r >= s ? s : 0.0f);
+  const auto fl = static_cast<uint32_t>(static_cast<int32_t>(rc));  // 0 ≤ rc ≤ s < 2^24: truncation is ⌊rc⌋
+  const float frac = rc - static_cast<float>(fl);
+  // w·2⁻³² < frac, compared exactly in double (frac·2³² is exact).
+  const bool up = static_cast<double>(w) < static_cast<double>(frac) * 0x1.0p32;
+  return (sign_bit(x) ? 1u << level_bits : 0u) | (fl + (up ? 1u : 0u));
+}
+}  // namespace
+
+// One generator output per pair of values (an odd first value, and an even last one, alone).
 void qsgd_codes_portable(const float* x, uint64_t m, float scale, float s, unsigned level_bits, uint64_t key,
                          uint64_t first, uint32_t* code) noexcept {
-  for (uint64_t j = 0; j < m; ++j) {
-    const float r = std::fabs(x[j]) * scale;
-    // r ≥ s codes as s (f32 rounding can put r an ulp above s); NaN fails both tests and codes as
-    // level 0. Then ⌊r⌋, plus 1 with probability r − ⌊r⌋ (exact in f32).
-    const float rc = r < s ? r : (r >= s ? s : 0.0f);
-    const auto fl = static_cast<uint32_t>(static_cast<int32_t>(rc));  // 0 ≤ rc ≤ s < 2^24: truncation is ⌊rc⌋
-    const float frac = rc - static_cast<float>(fl);
-    // w·2⁻³² < frac, compared exactly in double (frac·2³² is exact).
-    const bool up = static_cast<double>(qsgd_word(key, first + j)) < static_cast<double>(frac) * 0x1.0p32;
-    code[j] = (sign_bit(x[j]) ? 1u << level_bits : 0u) | (fl + (up ? 1u : 0u));
+  uint64_t j = 0;
+  if ((first & 1) && m > 0) code[0] = code_of(x[0], scale, s, level_bits, qsgd_word(key, first)), j = 1;
+  const Rng rng(key);
+  for (; j + 2 <= m; j += 2) {
+    const uint64_t w = rng.at((first + j) >> 1);
+    code[j] = code_of(x[j], scale, s, level_bits, static_cast<uint32_t>(w));
+    code[j + 1] = code_of(x[j + 1], scale, s, level_bits, static_cast<uint32_t>(w >> 32));
   }
+  if (j < m) code[j] = code_of(x[j], scale, s, level_bits, qsgd_word(key, first + j));
 }
 
 #if defined(GRADCODEC_QSGD_AVX512)
@@ -137,9 +151,44 @@ __attribute__((target("avx512f"))) double sum_squares_avx512(const float* x, uin
 }  // namespace
 #endif
 
+#if defined(GRADCODEC_QSGD_AVX512)
+// Where the CPU has AVX2 but not AVX-512: the sixteen partials in four accumulators of four
+// double lanes (partials 0–3, 4–7, 8–11, 12–15), a multiply and an add each (the square is
+// exact, so the add rounds as the portable loop's does); the tail as the portable loop adds it.
+__attribute__((target("avx2"))) double sum_squares_avx2(const float* x, uint64_t n) noexcept {
+  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  uint64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int q = 0; q < 4; ++q) {
+      const __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * q));
+      acc[q] = _mm256_add_pd(acc[q], _mm256_mul_pd(a, a));
+    }
+  alignas(32) double p[16];
+  for (int q = 0; q < 4; ++q) _mm256_store_pd(p + 4 * q, acc[q]);
+  for (uint64_t k = 0; i < n; ++i, ++k) p[k] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return combine(p);
+}
+#endif
+
+bool qsgd_sums_avx2() noexcept {
+#if defined(GRADCODEC_QSGD_AVX512)
+  return cpu_avx2();
+#else
+  return false;
+#endif
+}
+
+double qsgd_sum_squares_avx2(const float* x, uint64_t n) noexcept {
+#if defined(GRADCODEC_QSGD_AVX512)
+  if (cpu_avx2()) return sum_squares_avx2(x, n);
+#endif
+  return qsgd_sum_squares_portable(x, n);
+}
+
 double qsgd_sum_squares(const float* x, uint64_t n) noexcept {
 #if defined(GRADCODEC_QSGD_AVX512)
   if (cpu_avx512dq()) return sum_squares_avx512(x, n);
+  if (cpu_avx2()) return sum_squares_avx2(x, n);
 #endif
   return qsgd_sum_squares_portable(x, n);
 }

@@ -28,6 +28,10 @@ void qsgd_codes_portable(const float* x, uint64_t m, float scale, float s, unsig
 // give the same double bit for bit.
 double qsgd_sum_squares(const float* x, uint64_t n) noexcept;
 double qsgd_sum_squares_portable(const float* x, uint64_t n) noexcept;
+// The AVX2 loop qsgd_sum_squares takes where the CPU has AVX2 but not AVX-512 (for the tests;
+// the portable loop where qsgd_sums_avx2() is false).
+double qsgd_sum_squares_avx2(const float* x, uint64_t n) noexcept;
+bool qsgd_sums_avx2() noexcept;
 
 // Whether qsgd_codes takes its vector loop on this CPU.
 bool qsgd_codes_vectorised() noexcept;

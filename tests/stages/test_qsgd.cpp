@@ -391,6 +391,7 @@ TEST_CASE("qsgd level codes: the vectorised loop gives the portable loop's codes
 }
 
 TEST_CASE("qsgd's bucket sums: the vectorised loop gives the rule's order of additions bit for bit", "[quantize][qsgd]") {
+  WARN("AVX2 qsgd sums on this CPU: " << (stages::codes::qsgd_sums_avx2() ? "yes" : "no"));
   // Values of very different magnitudes, so that another order of additions gives another
   // double; every length from 0 to 70 (whole steps of 16 and tails), and offsets that misalign.
   std::vector<float> x = gaussian(200, 29);
@@ -402,8 +403,10 @@ TEST_CASE("qsgd's bucket sums: the vectorised loop gives the rule's order of add
       const double want = rule_sum_squares(x.data() + off, n);
       const double a = stages::codes::qsgd_sum_squares(x.data() + off, n);
       const double b = stages::codes::qsgd_sum_squares_portable(x.data() + off, n);
+      const double c = stages::codes::qsgd_sum_squares_avx2(x.data() + off, n);  // (CPUs without AVX-512)
       REQUIRE(std::memcmp(&a, &want, sizeof a) == 0);
       REQUIRE(std::memcmp(&b, &want, sizeof b) == 0);
+      REQUIRE(std::memcmp(&c, &want, sizeof c) == 0);
     }
   // The order matters on these values: plain index order gives another double for some length.
   bool differs = false;
