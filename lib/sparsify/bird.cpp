@@ -98,10 +98,11 @@ class Bird final : public Reducer {
     size_t next = 0;
     size_t first_failed = SIZE_MAX;  // the lowest-numbered weight seen failing; guarded by load_mu
     auto work = [&] {
-      // Norm buffers per worker, kept across its weights: fresh ones per tensor cost page faults
-      // and zero-filling (a large share of the plan's time: docs/performance.md); their contents
-      // are overwritten.
+      // Norm and sampling buffers per worker, kept across its weights: fresh ones per tensor cost
+      // page faults and zero-filling (a large share of the plan's time: docs/performance.md);
+      // their contents are overwritten.
       std::vector<float> l1, linf;
+      BirdScratch scratch;
       for (;;) {
         std::unique_lock<std::mutex> lk(load_mu);
         if (next >= todo.size()) return;
@@ -120,7 +121,7 @@ class Bird final : public Reducer {
           if (t.dtype() == DType::F32)
             done[j].nonfinite =
                 screen_nonfinite(n, l1.size(), s.block, t.elements(), [&] { return count_nonfinite(t); });
-          done[j].sel = bird_sample(l1, linf, n.l1_max, s.block, rule_, c);
+          done[j].sel = bird_sample(l1, linf, n.l1_max, s.block, rule_, c, scratch);
         } catch (...) {
           if (!lk.owns_lock()) lk.lock();
           errors[j] = std::current_exception();

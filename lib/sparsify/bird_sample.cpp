@@ -111,8 +111,32 @@ BirdSelection bird_select(std::span<const float> v, uint64_t blocks, uint64_t m,
   return bird_sample(l1, linf, n.l1_max, m, rule, ctx);
 }
 
+uint64_t* BirdScratch::kept(size_t n) {
+  if (n > kept_room_) {
+    kept_.reset();  // the old buffer is not copied: its contents are dropped
+    kept_.reset(new uint64_t[n]);
+    kept_room_ = n;
+  }
+  return kept_.get();
+}
+
+float* BirdScratch::pinf(size_t n) {
+  if (n > pinf_room_) {
+    pinf_.reset();
+    pinf_.reset(new float[n]);
+    pinf_room_ = n;
+  }
+  return pinf_.get();
+}
+
 BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, float l1_max, uint64_t m,
                           const BirdRule& rule, const StageContext& ctx) {
+  BirdScratch scratch;
+  return bird_sample(l1, linf, l1_max, m, rule, ctx, scratch);
+}
+
+BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, float l1_max, uint64_t m,
+                          const BirdRule& rule, const StageContext& ctx, BirdScratch& scratch) {
   BirdSelection sel;
   const uint64_t blocks = l1.size();
   if (blocks == 0 || m == 0 || linf.size() != blocks) return sel;
@@ -121,13 +145,13 @@ BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf
   const float lmax = l1_max;  // NaN never wins
   if (!(lmax > 0) || std::isinf(lmax)) return sel;
   const double inv1 = 1.0 / static_cast<double>(lmax);
-  std::vector<uint64_t> u_set;
-  bird_stage1(l1, lmax, inv1, ctx.rng(RngPurpose::Stage1), u_set);
+  uint64_t* const kept = scratch.kept(blocks);
+  const std::span<const uint64_t> u_set(kept, bird_stage1(l1, lmax, inv1, ctx.rng(RngPurpose::Stage1), kept));
   sel.stage1 = u_set.size();
   const double s1 = static_cast<double>(lmax) / static_cast<double>(m);
 
   // Stage 2: L∞ probabilities over U.
-  std::vector<float> pinf(u_set.size());
+  const std::span<float> pinf(scratch.pinf(u_set.size()), u_set.size());
   float imax = 0;  // bird_max(pinf), taken as they are gathered: NaN never wins
   for (size_t j = 0; j < u_set.size(); ++j) {
     const float x = linf[u_set[j]];

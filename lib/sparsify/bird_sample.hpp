@@ -38,6 +38,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -97,8 +98,26 @@ class PowLess {
 // ctx.rng(Stage2) and ctx.rng(Select). O(d) for the norms plus O(B) for the sampling.
 BirdSelection bird_select(std::span<const float> v, uint64_t blocks, uint64_t m, const BirdRule& rule,
                           const StageContext& ctx);
+// The buffers bird_sample works in (stage 1's kept list U and stage 2's p∞ over U), kept by a
+// caller that samples many tensors in turn so that they are allocated and faulted in once, not
+// per tensor. Their contents are overwritten by each call.
+class BirdScratch {
+ public:
+  // Room for n entries; contents unspecified.
+  uint64_t* kept(size_t n);
+  float* pinf(size_t n);
+
+ private:
+  std::unique_ptr<uint64_t[]> kept_;
+  size_t kept_room_ = 0;
+  std::unique_ptr<float[]> pinf_;
+  size_t pinf_room_ = 0;
+};
+
 // Both stages from the per-block norms of blocks of m elements and l1_max = bird_max(l1), as
 // bird_norms returns them. O(B).
+BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, float l1_max, uint64_t m,
+                          const BirdRule& rule, const StageContext& ctx, BirdScratch& scratch);
 BirdSelection bird_sample(std::span<const float> l1, std::span<const float> linf, float l1_max, uint64_t m,
                           const BirdRule& rule, const StageContext& ctx);
 

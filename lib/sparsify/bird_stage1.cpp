@@ -15,8 +15,6 @@ namespace gradcodec::stages {
 
 namespace {
 
-constexpr uint64_t kChunk = 4096;  // blocks decided per pass into the stack buffer
-
 // Branch-free: p = 0 and NaN fail u < p by themselves; the maximum always passes.
 size_t decide_portable(const float* l1, uint64_t first, uint64_t end, float lmax, double inv1, const Rng& r,
                        uint64_t* kept) noexcept {
@@ -68,7 +66,8 @@ __attribute__((target("avx512f,avx512dq"))) size_t decide_avx512(const float* l1
           static_cast<__mmask8>(_mm512_cmp_pd_mask(u, p, _CMP_LT_OQ) | _mm512_cmp_pd_mask(l, top, _CMP_GE_OQ));
       // Compressed in a register and stored whole: the lanes past popcount(keep) are zeros that
       // the next store (or nothing) overwrites. kept + count + 8 ≤ kept + (i + 8 − first) stays in
-      // the chunk's buffer. Compress-to-memory is microcoded on Zen 4 and much slower.
+      // the caller's room of end − first entries. Compress-to-memory is microcoded on Zen 4 and
+      // much slower.
       _mm512_storeu_si512(kept + count, _mm512_maskz_compress_epi64(keep, idx));
       count += static_cast<size_t>(std::popcount(static_cast<unsigned>(keep)));
       idx = _mm512_add_epi64(idx, eight);
@@ -83,22 +82,10 @@ __attribute__((target("avx512f,avx512dq"))) size_t decide_avx512(const float* l1
 
 #endif
 
-template <class Decide>
-void run(std::span<const float> l1, float lmax, double inv1, const Rng& r, std::vector<uint64_t>& out,
-         Decide decide) {
-  uint64_t kept[kChunk];
-  for (uint64_t first = 0; first < l1.size(); first += kChunk) {
-    const uint64_t end = std::min<uint64_t>(l1.size(), first + kChunk);
-    const size_t count = decide(l1.data(), first, end, lmax, inv1, r, kept);
-    out.insert(out.end(), kept, kept + count);
-  }
-}
-
 }  // namespace
 
-void bird_stage1_portable(std::span<const float> l1, float lmax, double inv1, const Rng& r,
-                          std::vector<uint64_t>& out) {
-  run(l1, lmax, inv1, r, out, decide_portable);
+size_t bird_stage1_portable(std::span<const float> l1, float lmax, double inv1, const Rng& r, uint64_t* out) noexcept {
+  return decide_portable(l1.data(), 0, l1.size(), lmax, inv1, r, out);
 }
 
 bool bird_stage1_vectorised() noexcept {
@@ -109,11 +96,11 @@ bool bird_stage1_vectorised() noexcept {
 #endif
 }
 
-void bird_stage1(std::span<const float> l1, float lmax, double inv1, const Rng& r, std::vector<uint64_t>& out) {
+size_t bird_stage1(std::span<const float> l1, float lmax, double inv1, const Rng& r, uint64_t* out) noexcept {
 #if defined(GRADCODEC_BIRD_AVX512)
-  if (cpu_avx512dq()) return run(l1, lmax, inv1, r, out, decide_avx512);
+  if (cpu_avx512dq()) return decide_avx512(l1.data(), 0, l1.size(), lmax, inv1, r, out);
 #endif
-  run(l1, lmax, inv1, r, out, decide_portable);
+  return decide_portable(l1.data(), 0, l1.size(), lmax, inv1, r, out);
 }
 
 }  // namespace gradcodec::stages

@@ -10,16 +10,18 @@
 
 #include <cstdint>
 #include <span>
-#include <vector>
 
 namespace gradcodec::stages {
 
-// Appends the kept blocks of l1 (ascending) to `out`. lmax = max L (finite, > 0), inv1 = 1 / lmax.
-void bird_stage1(std::span<const float> l1, float lmax, double inv1, const Rng& r, std::vector<uint64_t>& out);
+// Writes the kept blocks of l1 (ascending) to out[0, count) and returns count. `out` has room
+// for l1.size() entries (every block may be kept; the vector loop's whole eight-lane stores stay
+// within them); past count its contents are unspecified. lmax = max L (finite, > 0),
+// inv1 = 1 / lmax. The caller owns the buffer, so a sampler reuses one across tensors: no growth,
+// no copy, no fresh pages per tensor.
+size_t bird_stage1(std::span<const float> l1, float lmax, double inv1, const Rng& r, uint64_t* out) noexcept;
 
 // The portable loop, whatever the CPU (the reference the vector loop is tested against).
-void bird_stage1_portable(std::span<const float> l1, float lmax, double inv1, const Rng& r,
-                          std::vector<uint64_t>& out);
+size_t bird_stage1_portable(std::span<const float> l1, float lmax, double inv1, const Rng& r, uint64_t* out) noexcept;
 
 // Whether bird_stage1 runs the AVX-512 loop on this CPU.
 bool bird_stage1_vectorised() noexcept;
