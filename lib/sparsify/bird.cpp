@@ -24,12 +24,42 @@ struct BirdPlan final : StageState {
     uint64_t elements = 0;  // the tensor the selection was made on (a consistency check)
     uint64_t nonfinite = 0;  // its NaN/Inf count (screen_nonfinite), f32 tensors
     BirdSelection sel;
+    // The kept blocks' values as encode sends them (±S by sign), made while the tensor was still
+    // in cache from its norms: f32 tensors without NaN/Inf that keep at most 1/8 of their
+    // elements (the plan holds them for the whole frame); empty otherwise (encode then reads
+    // the tensor again).
+    std::vector<float> values;
   };
   std::unordered_map<uint32_t, Weight> weights;               // by tensor index
   std::unordered_map<uint32_t, std::vector<uint8_t>> bitmaps;  // by tensor index: the wire bitmap
 };
 
 uint64_t bitmap_bytes(uint64_t n) noexcept { return n / 8 + (n % 8 != 0); }
+
+// The kept blocks are scattered over the tensor: each block's first and last lines are asked
+// for kAheadBlocks blocks ahead, so that the misses overlap instead of coming one per block.
+constexpr size_t kAheadBlocks = 16;
+
+// The values encode sends for the kept `blocks` of m elements of the f32 tensor whose
+// little-endian bytes are at x (any alignment: a memory-mapped input is read in place): ±scale
+// by the sign of each element (x < 0 is negative), block after block, into dst.
+void kept_signs(const uint8_t* x, const std::vector<uint64_t>& blocks, uint64_t m, float scale, float* dst) {
+  const float pos = scale, neg = -scale;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (i + kAheadBlocks < blocks.size()) {
+      const uint8_t* ahead = x + 4 * blocks[i + kAheadBlocks] * m;
+      __builtin_prefetch(ahead, 0, 1);
+      __builtin_prefetch(ahead + 4 * (m - 1), 0, 1);
+    }
+    const uint8_t* src = x + 4 * blocks[i] * m;
+    for (uint64_t e = 0; e < m; ++e) {
+      float f;
+      std::memcpy(&f, src + 4 * e, 4);
+      dst[e] = f < 0.0f ? neg : pos;
+    }
+    dst += m;
+  }
+}
 
 // The NaN/Inf count of an f32 tensor of n elements split into `blocks` blocks of m whose L1 norms
 // (f32 sums) were summarised as `norms`. Such a sum is finite unless one of its elements is
@@ -122,6 +152,11 @@ class Bird final : public Reducer {
             done[j].nonfinite =
                 screen_nonfinite(n, l1.size(), s.block, t.elements(), [&] { return count_nonfinite(t); });
           done[j].sel = bird_sample(l1, linf, n.l1_max, s.block, rule_, c, scratch);
+          const uint64_t kept = done[j].sel.blocks.size() * s.block;
+          if (t.dtype() == DType::F32 && done[j].nonfinite == 0 && kept <= t.elements() / 8) {
+            done[j].values.resize(kept);
+            kept_signs(t.data.data(), done[j].sel.blocks, s.block, done[j].sel.scale, done[j].values.data());
+          }
         } catch (...) {
           if (!lk.owns_lock()) lk.lock();
           errors[j] = std::current_exception();
@@ -161,6 +196,7 @@ class Bird final : public Reducer {
     const std::span<const float> v = p.f32_view();
     // The plan's selection was made on the input tensor: usable while no transform changed it.
     const BirdSelection* sel = nullptr;
+    const std::vector<float>* planned = nullptr;  // the plan's values of the kept elements
     BirdSelection own;
     // Screened only while the values are the f32 input's own (no transform changed them).
     const bool f32 = p.exact && p.source && p.source->dtype() == DType::F32;
@@ -169,6 +205,7 @@ class Bird final : public Reducer {
       if (it != plan->weights.end() && it->second.elements == p.n) {
         sel = &it->second.sel;
         if (f32) p.nonfinite = it->second.nonfinite;
+        if (!it->second.values.empty()) planned = &it->second.values;
       }
     }
     if (!sel) {  // bird_select, with the norms screened on the way
@@ -181,23 +218,12 @@ class Bird final : public Reducer {
     }
     if (p.nonfinite) return;  // the codec refuses the tensor or stores it raw
     const uint64_t m = s.block;
-    const float pos = sel->scale, neg = -sel->scale;
-    std::vector<float> kept(sel->blocks.size() * m);
-    float* dst = kept.data();
-    // The kept blocks are scattered over the tensor, mostly no longer in cache: each block's
-    // first and last lines are asked for kAheadBlocks blocks ahead, so that the misses overlap
-    // instead of coming one per block.
-    constexpr size_t kAheadBlocks = 16;
-    const std::vector<uint64_t>& blocks = sel->blocks;
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      if (i + kAheadBlocks < blocks.size()) {
-        const float* ahead = v.data() + blocks[i + kAheadBlocks] * m;
-        __builtin_prefetch(ahead, 0, 1);
-        __builtin_prefetch(ahead + (m - 1), 0, 1);
-      }
-      const float* src = v.data() + blocks[i] * m;
-      for (uint64_t k = 0; k < m; ++k) dst[k] = src[k] < 0.0f ? neg : pos;
-      dst += m;
+    std::vector<float> kept;
+    if (planned) {
+      kept = *planned;
+    } else {
+      kept.resize(sel->blocks.size() * m);
+      kept_signs(reinterpret_cast<const uint8_t*>(v.data()), sel->blocks, m, sel->scale, kept.data());
     }
     p.values = std::move(kept);
     if (sel == &own) p.index = std::move(own.blocks);
