@@ -227,6 +227,7 @@ int run_bench(BenchArgs a) {
   o.threads = std::max(1u, a.threads);
   o.per_tensor = a.per_tensor;
   o.nonfinite = a.nonfinite;
+  o.nonfinite_advice = kCliNonfiniteAdvice;
   o.inputs = a.inputs;
   if (!a.link.empty()) {
     o.link_rate = link_rate(a.link);

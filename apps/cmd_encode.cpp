@@ -65,6 +65,7 @@ int run_encode(const EncodeArgs& a) {
   eo.keyframe_interval = a.keyframe_interval;
   eo.format_minor = a.format_version == "1.0" ? 0 : 1;
   eo.nonfinite = a.nonfinite;
+  eo.nonfinite_advice = kCliNonfiniteAdvice;
   eo.threads = a.threads;
   // Under MPI the ranks on one machine share its cores: by default each takes its share.
   if (!a.threads && ranks::active())

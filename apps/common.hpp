@@ -64,6 +64,8 @@ FrameSource frame_source(OpenInput& in);
 void add_input_options(CLI::App& app, InputOptions& opt);
 // --nonfinite refuse|raw: what a lossy pipeline does with a tensor holding NaN/Inf.
 void add_nonfinite_option(CLI::App& app, NonFinite& policy);
+// How the library's refusals of NaN/Inf end on the command line: the option above.
+inline constexpr const char* kCliNonfiniteAdvice = "--nonfinite=raw stores such tensors raw";
 // How a container records where each input came from (the header's inputs[].path and each
 // frame's source), so that a container shared with someone else does not reveal the writer's
 // directories. Relative (default): a relative path that stays under the working directory is

@@ -138,6 +138,7 @@ api::RowTarget choose_target(Row& row, const std::vector<Tensor>& frame, const B
   eo.pipeline = t.given;
   eo.threads = s.threads;
   eo.nonfinite = s.nonfinite;
+  eo.nonfinite_advice = s.nonfinite_advice;
   eo.inputs_json = s.inputs_json;  // the header the row's container has: the same bits/param
   FrameSource src;
   src.count = frame.size();
@@ -192,6 +193,7 @@ std::string bench(const std::vector<std::vector<Tensor>>& frames, const BenchOpt
   s.threads = api::thread_count(options.threads);  // at most one per core, as encode and decode take it
   s.per_tensor = options.per_tensor;
   s.nonfinite = options.nonfinite;
+  s.nonfinite_advice = options.nonfinite_advice;
   s.inputs_json = options.inputs_json.empty() ? "[]" : options.inputs_json;
   // As Encoder::add_frame records a frame given no source.
   s.sources = options.sources.empty() ? std::vector<std::string>(frames.size(), "<memory>") : options.sources;

@@ -45,6 +45,7 @@ EncodeResult encode_all(const Pipeline& p, const Frames& frames, uint64_t seed, 
   eo.threads = s.threads;
   eo.workers = s.workers;
   eo.nonfinite = s.nonfinite;
+  eo.nonfinite_advice = s.nonfinite_advice;
   eo.time_stages = timed;
   // The previous run's container is deleted before the clock starts: replacing it in place made
   // the kernel free its pages inside the timed run, serially (a measurable share of a fast

@@ -25,6 +25,7 @@ struct BenchSettings {
   // timed run does not create threads, as an encoder kept from one frame to the next would not.
   std::shared_ptr<Workers> workers = make_workers();
   NonFinite nonfinite = NonFinite::Refuse;
+  std::string nonfinite_advice = kNonfiniteRawAdvice;
   bool per_tensor = false;
   std::string temp_dir;
   std::vector<std::string> sources;   // each frame's source as the frame section records it

@@ -73,7 +73,8 @@ void Compressor::Impl::step(const std::string& name, const TensorView& view, Ten
       plan = m.stages.plan_frame(frame, plan_ctx, [&seq](size_t) { return &seq.state; });
     }
     ctx.frame_plan = plan.get();
-    rec = encode_record(m.stages, t, ctx, seq.state, m.opt.nonfinite, false, kSource, decoded);
+    rec = encode_record(m.stages, t, ctx, seq.state, m.opt.nonfinite, false, kSource, decoded,
+                        m.opt.nonfinite_advice);
   } catch (...) {
     // encode_record refuses such a tensor before it touches the state (codec.hpp); any other
     // failure may have left the state part-way updated: the sequence starts again.

@@ -31,6 +31,7 @@ EncodeOptions api::engine_options(const EncoderOptions& o) {
   e.seed = o.seed;
   e.keyframe_interval = o.keyframe_interval;
   e.nonfinite = o.nonfinite;
+  e.nonfinite_advice = o.nonfinite_advice;
   e.threads = api::thread_count(o.threads);
   e.memory_limit = o.memory_limit;
   e.progress = o.progress;

@@ -26,7 +26,7 @@ class Delta final : public Transform {
     const auto& prev = ctx.shared_as<Previous>();
     if (!usable(prev, g.size(), ctx)) return;
     // g is finite here (the codec screens the input); the previous frame may have been stored
-    // raw with NaN/Inf (--nonfinite=raw).
+    // raw with NaN/Inf (NonFinite::Raw).
     bool overflow = false;
     for (size_t i = 0; i < g.size(); ++i) {
       g[i] -= prev.v[i];

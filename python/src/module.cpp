@@ -36,6 +36,10 @@ const char* error_class(ErrorCode c) {
   return "InternalError";
 }
 
+// How the library's refusals of NaN/Inf end for Python callers: the keyword that stores such
+// tensors raw.
+constexpr const char* kPythonNonfiniteAdvice = "nonfinite=\"raw\" stores such tensors raw";
+
 NonFinite nonfinite_of(const std::string& s) {
   if (s == "refuse") return NonFinite::Refuse;
   if (s == "raw") return NonFinite::Raw;
@@ -76,6 +80,7 @@ class PyEncoder {
     o.threads = threads;
     o.keyframe_interval = keyframe_interval;
     o.nonfinite = nonfinite_of(nonfinite);
+    o.nonfinite_advice = kPythonNonfiniteAdvice;
     o.overwrite = overwrite;
     o.inputs_json = inputs_json;
     if (path) {
@@ -209,6 +214,7 @@ CompressorOptions compressor_options(const std::string& preset, const std::strin
   o.pipeline = pipeline;
   o.seed = seed;
   o.nonfinite = nonfinite_of(nonfinite);
+  o.nonfinite_advice = kPythonNonfiniteAdvice;
   return o;
 }
 
@@ -343,6 +349,7 @@ PYBIND11_MODULE(_core, m) {
         o.seeds = seeds;
         o.threads = threads;
         o.nonfinite = nonfinite_of(nonfinite);
+        o.nonfinite_advice = kPythonNonfiniteAdvice;
         o.per_tensor = per_tensor;
         o.link_rate = link_rate;
         o.link_workers = link_workers;

@@ -302,6 +302,19 @@ TEST_CASE("compressor: non-finite values are refused as by the Encoder, and the 
       FAIL("the Encoder accepted NaN");
     } catch (const Error& err) {
       CHECK(err.code() == ErrorCode::Input);
+      CHECK_THAT(err.what(), Catch::EndsWith(kNonfiniteRawAdvice));
+    }
+    // A caller whose users spell the raw policy otherwise gives its own words (the CLI, Python).
+    eo.nonfinite_advice = "say raw";
+    std::vector<uint8_t> bytes2;
+    VectorSink sink2(bytes2);
+    Encoder e2 = Encoder::to_sink(sink2, eo);
+    e2.add_frame(frames[0].views());
+    try {
+      e2.add_frame(views);
+      FAIL("the Encoder accepted NaN");
+    } catch (const Error& err) {
+      CHECK_THAT(err.what(), Catch::EndsWith("; say raw"));
     }
   }
   // So does the Compressor, and the refused call changes nothing: the name's next calls give
@@ -314,6 +327,9 @@ TEST_CASE("compressor: non-finite values are refused as by the Encoder, and the 
   } catch (const Error& err) {
     CHECK(err.code() == ErrorCode::Input);
     CHECK(std::string(err.what()).find("non-finite") != std::string::npos);
+    // The refusal names this API's option, not the CLI's flag.
+    CHECK_THAT(err.what(), Catch::EndsWith("nonfinite = NonFinite::Raw stores such tensors raw"));
+    CHECK(std::string(err.what()).find("--nonfinite") == std::string::npos);
   }
   CHECK(with.calls("layer.weight") == 1);
   for (size_t f = 1; f < frames.size(); ++f)

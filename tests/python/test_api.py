@@ -369,6 +369,20 @@ def test_a_damaged_container_is_corrupt_and_a_snapshot_is_not_a_container(steps)
     assert e.value.code == 2 and "npz" in str(e.value).lower()
 
 
+def test_nonfinite_refusals_name_the_python_keyword_not_the_cli_flag():
+    x = np.array([1.0, np.nan, 2.0] * 50, np.float32)
+    calls = [
+        lambda: gradcodec.encode({"x": x}, preset="qsgd4"),
+        lambda: gradcodec.Compressor(preset="qsgd4").roundtrip("x", x),
+        lambda: gradcodec.bench({"x": x}, presets=["qsgd4"], repeat=1, min_time=0),
+    ]
+    for call in calls:
+        with pytest.raises(gradcodec.InputError) as e:
+            call()
+        assert str(e.value).endswith('nonfinite="raw" stores such tensors raw'), e.value
+        assert "--nonfinite" not in str(e.value), e.value
+
+
 def test_nonfinite_values_are_stored_raw_when_asked():
     x = np.array([1.0, np.inf, -np.inf, np.nan, 2.0] * 50, np.float32)
     got = gradcodec.decode(gradcodec.encode({"x": x}, preset="qsgd4", nonfinite="raw"))["x"]

@@ -28,9 +28,6 @@ namespace gradcodec {
 // it starts helpers of its own.
 std::shared_ptr<Workers> make_workers();
 
-// The advice that ends a refusal of NaN/Inf (or of values a lossy stage cannot represent).
-inline constexpr const char* kNonfiniteRawAdvice = "--nonfinite=raw stores such tensors raw";
-
 struct EncodeOptions {
   bool time_stages = false;        // fill TensorOutcome::times (bench)
   NonFinite nonfinite = NonFinite::Refuse;

@@ -17,6 +17,11 @@ namespace gradcodec {
 // bit-exact): refuse it (Error Input naming the tensor and the count), or store it raw.
 enum class NonFinite : uint8_t { Refuse, Raw };
 
+// The advice that ends a refusal of NaN/Inf (or of values a lossy stage cannot represent) by
+// default: the option of this library that stores such tensors raw. A caller whose users spell it
+// otherwise gives its own words (the CLI: --nonfinite=raw; the Python module: its keyword).
+inline constexpr const char* kNonfiniteRawAdvice = "nonfinite = NonFinite::Raw stores such tensors raw";
+
 // A frame's tensors, loaded one at a time (loading is serialized: format readers are not
 // required to be thread-safe).
 struct FrameSource {

@@ -59,6 +59,10 @@ struct EncoderOptions {
   // container as gradcodec before 1.1 reads it. Anything else is Error(Usage).
   unsigned format_minor = 1;
   NonFinite nonfinite = NonFinite::Refuse;
+  // The words that end a refusal under NonFinite::Refuse, naming the raw policy as the caller's
+  // own users spell it (the CLI: "--nonfinite=raw stores such tensors raw"; the Python module:
+  // its keyword).
+  std::string nonfinite_advice = kNonfiniteRawAdvice;
   // Largest working memory one tensor may take to encode; a tensor over it is refused
   // (Error Input naming it) before any of it is read.
   uint64_t memory_limit = uint64_t{8} << 30;
@@ -286,6 +290,7 @@ struct CompressorOptions {
   std::string pipeline;
   uint64_t seed = 0;  // every random choice, as EncoderOptions::seed
   NonFinite nonfinite = NonFinite::Refuse;
+  std::string nonfinite_advice = kNonfiniteRawAdvice;  // as EncoderOptions::nonfinite_advice
   // Largest working memory one tensor may take to encode (EncoderOptions::memory_limit).
   uint64_t memory_limit = uint64_t{8} << 30;
 };
@@ -410,6 +415,7 @@ struct BenchOptions {
   unsigned seeds = 1;       // stochastic pipelines: seeds 0..N-1 for the bias and the error spread
   unsigned threads = 1;     // 0: one per core; the figures but the speeds do not depend on it
   NonFinite nonfinite = NonFinite::Refuse;
+  std::string nonfinite_advice = kNonfiniteRawAdvice;  // as EncoderOptions::nonfinite_advice
   bool per_tensor = false;  // per-tensor figures in the report
   // Where the timed runs' container is written (and removed after each row); empty: /dev/shm
   // when writable (the disk stays out of the figures), else the system's temporary directory.
