@@ -115,6 +115,8 @@ std::vector<Row> make_rows(const CollectiveBenchArgs& a) {
     for (const std::string& p : bench_plan(BenchOptions{}))
       if (p != "lossless") presets.push_back(p);
   auto add = [&](const std::optional<std::string>& name, CompressorOptions o) {
+    // A row sends every tensor through its pipeline: none goes raw (--nonfinite is refused here).
+    o.nonfinite_advice = "bench --collective sends no tensor raw; such values need a pipeline that can code them";
     const CollectiveTraits traits = collective_traits(o.preset, o.pipeline);
     Row r{name ? *name : traits.pipeline, traits.pipeline, Kind::Allgather, std::move(o), DType::F32};
     if (a.collective == "auto" && traits.signs) r.kind = Kind::Ring;

@@ -197,9 +197,10 @@ int run_bench(BenchArgs a) {
       fail(ErrorCode::Usage, "--collective applies to the link model (--link RATE --workers N) or, with --workers "
                              "GLOB under mpirun (one worker input per rank), measures the real aggregation");
     if (!a.inputs.empty() || !a.sweeps.empty() || !a.csv.empty() || !a.plot.empty() || a.no_compensation ||
-        a.full_sync > 0 || !a.target.empty())
+        a.full_sync > 0 || !a.target.empty() || a.nonfinite == NonFinite::Raw)
       fail(ErrorCode::Usage, "--collective with --workers measures the rows on the workers' inputs: give no INPUT, "
-                             "--sweep, --csv, --plot, --no-compensation, --full-sync or --target with it");
+                             "--sweep, --csv, --plot, --no-compensation, --full-sync, --target or --nonfinite raw "
+                             "with it");
     return run_bench_collective({a.workers, a.presets, a.pipelines, a.collective, a.repeat, a.json, a.aggregates,
                                  a.markdown, a.force, a.in});
   }

@@ -45,6 +45,7 @@ int run_merge(const MergeArgs& a) {
   o.full_sync = a.full_sync;
   o.threads = a.threads;
   o.overwrite = a.force;
+  o.nonfinite_advice = "merge stores no tensor raw; --method mean --preset lossless keeps such values";
   nlohmann::ordered_json desc = nlohmann::ordered_json::array();
   for (const auto& path : a.inputs)
     desc.push_back({{"path", recorded_path(path, a.record_paths)}, {"format", "gcz"}, {"merge", a.method}});

@@ -198,7 +198,7 @@ MergeReport merge_containers(const std::vector<const ContainerReader*>& in, cons
   eo.workers = helpers;
   eo.progress = [&](const TensorInfo& t) { advance(t.elements()); };
   // merge has no --nonfinite: a merged tensor the output pipeline cannot code is refused.
-  eo.nonfinite_advice = "merge stores no tensor raw; --method mean --preset lossless keeps such values";
+  eo.nonfinite_advice = o.nonfinite_advice;
   SequenceEncoder enc(out_pipeline, eo);
   std::vector<std::unique_ptr<SequenceDecoder>> dec;
   DecodeOptions dopt;

@@ -25,6 +25,7 @@ MergeSummary merge(const std::vector<std::string>& inputs, const std::string& ou
   o.threads = api::thread_count(s.threads);
   o.memory_limit = s.memory_limit;
   o.progress = s.progress;
+  o.nonfinite_advice = s.nonfinite_advice;
   // Every input opened and checked before the output is created.
   std::vector<ContainerReader> readers;
   readers.reserve(inputs.size());

@@ -11,7 +11,7 @@ import threading
 import torch
 
 from ._api import Container, Encoder
-from ._errors import CorruptError
+from ._errors import CorruptError, UsageError
 
 
 def decode(source, frame=0, *, threads=0):
@@ -119,8 +119,8 @@ class DDPCompressionState:
     """What ddp_comm_hook's hook keeps between steps: this rank's Compressor, a Decompressor per
     rank (each made with that rank's seed), and the bytes sent."""
 
-    def __init__(self, pipeline, preset, seed, process_group):
-        self.pipeline, self.preset, self.seed = pipeline, preset, seed
+    def __init__(self, pipeline, preset, seed, process_group, nonfinite="refuse"):
+        self.pipeline, self.preset, self.seed, self.nonfinite = pipeline, preset, seed, nonfinite
         self.process_group = process_group
         self.rank = self.world = None
         self.compressor = None
@@ -139,7 +139,8 @@ class DDPCompressionState:
         # Each rank its own seed: independent random choices (QSGD's rounding, TernGrad's)
         # across workers, as independent workers would make them.
         seeds = [self.seed + r for r in range(self.world)]
-        self.compressor = Compressor(self.pipeline, preset=self.preset, seed=seeds[self.rank])
+        self.compressor = Compressor(self.pipeline, preset=self.preset, seed=seeds[self.rank],
+                                     nonfinite=self.nonfinite)
         self.receivers = [Decompressor(self.pipeline, preset=self.preset, seed=s) for s in seeds]
 
 
@@ -218,7 +219,7 @@ def _compressed_allreduce_hook(state, bucket):
     return fut
 
 
-def ddp_comm_hook(pipeline=None, *, preset=None, seed=0, process_group=None):
+def ddp_comm_hook(pipeline=None, *, preset=None, seed=0, nonfinite="refuse", process_group=None):
     """A communication hook for DistributedDataParallel.register_comm_hook that sends each
     gradient bucket through a gradcodec pipeline: ``state, hook = ddp_comm_hook("ef |
     topk(ratio=0.01)")`` then ``ddp.register_comm_hook(state, hook)``.
@@ -226,6 +227,10 @@ def ddp_comm_hook(pipeline=None, *, preset=None, seed=0, process_group=None):
     Each rank encodes the gradient of every parameter of a bucket (rank r with seed
     ``seed + r``); the records are all-gathered (their sizes first); every rank decodes every
     rank's records and averages them in rank order, so every rank applies the same gradient.
-    Stateful pipelines (error feedback, PowerSGD's warm start) keep their state per parameter. Works with the gloo backend on CPU; ``state.bytes_sent``
+    Stateful pipelines (error feedback, PowerSGD's warm start) keep their state per parameter.
+    A gradient holding NaN/Inf is refused (InputError) unless ``nonfinite="raw"``, which sends
+    it uncompressed, as the default all-reduce would. Works with the gloo backend on CPU; ``state.bytes_sent``
     and ``state.bytes_dense`` count what this rank sent against the uncompressed buckets."""
-    return DDPCompressionState(pipeline, preset, seed, process_group), _compressed_allreduce_hook
+    if nonfinite not in ("refuse", "raw"):
+        raise UsageError(f"nonfinite must be 'refuse' or 'raw', not {nonfinite!r}")
+    return DDPCompressionState(pipeline, preset, seed, process_group, nonfinite), _compressed_allreduce_hook

@@ -388,6 +388,7 @@ PYBIND11_MODULE(_core, m) {
         s.threads = threads;
         s.overwrite = overwrite;
         s.inputs_json = inputs_json;
+        s.nonfinite_advice = "merge stores no tensor raw; method=\"mean\", preset=\"lossless\" keeps such values";
         MergeSummary r;
         {
           py::gil_scoped_release unlocked;

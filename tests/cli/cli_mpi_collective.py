@@ -156,6 +156,24 @@ def test_refusals():
     fails("bench", "--collective", "ring", "--workers", glob3, code=1, contains="auto")
     fails("bench", "--aggregates", path("x"), "--workers", glob3, code=1, contains="--collective")
     fails("bench", WORKERS[0], "--collective", "auto", "--workers", glob3, code=1, contains="INPUT")
+    # Every row sends every tensor through its pipeline: --nonfinite raw does not apply.
+    fails("bench", "--collective", "auto", "--workers", glob3, "--nonfinite", "raw", code=1,
+          contains="--nonfinite raw")
+    # Values a row's pipeline cannot code (beyond float16's range): exit 2, one line, advice this
+    # command can follow (not --nonfinite=raw, which it refuses).
+    big = []
+    for m in range(3):
+        z = np.load(WORKERS[m])
+        f = path(f"big_worker_{m}.npz")
+        np.savez(f, **{k: (z[k] * np.float32(1e9)).astype(z[k].dtype) if z[k].dtype.kind == "f" else z[k]
+                       for k in z.files})
+        big.append(f)
+    big_steps = path("big_steps.txt")
+    with open(big_steps, "w") as f:
+        f.write(" ".join(big) + "\n")
+    _, err = mpirun(3, "bench", "--collective", "auto", "--workers", big_steps, "--pipeline", "fp16", expect=2)
+    assert len(gradcodec_lines(err)) == 1 and "float16" in err, err
+    assert "bench --collective sends no tensor raw" in err and "--nonfinite" not in err, err
     # A worker whose tensors differ from the others': exit 2, one line, no report.
     odd = path("odd_worker.npz")
     z = np.load(WORKERS[2])

@@ -383,6 +383,15 @@ def test_nonfinite_refusals_name_the_python_keyword_not_the_cli_flag():
         assert "--nonfinite" not in str(e.value), e.value
 
 
+def test_merge_refusal_names_the_python_keywords():
+    big = {"w": (np.random.default_rng(0).standard_normal((50, 10)) * 1e5).astype(np.float32)}
+    a = gradcodec.encode(big, preset="lossless")
+    with pytest.raises(gradcodec.InputError) as e:
+        gradcodec.merge([a, a], method="mean", preset="fp16")
+    assert str(e.value).endswith('merge stores no tensor raw; method="mean", preset="lossless" keeps such values'), e.value
+    assert "--preset" not in str(e.value), e.value
+
+
 def test_nonfinite_values_are_stored_raw_when_asked():
     x = np.array([1.0, np.inf, -np.inf, np.nan, 2.0] * 50, np.float32)
     got = gradcodec.decode(gradcodec.encode({"x": x}, preset="qsgd4", nonfinite="raw"))["x"]

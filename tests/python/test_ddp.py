@@ -69,6 +69,29 @@ def test_training_with_the_hook(tmp_path, pipeline):
         assert 0 < r["bytes_sent"] < 0.5 * r["bytes_dense"], r
 
 
+def test_the_hook_refuses_nan_naming_its_own_keyword_or_sends_it_raw(monkeypatch):
+    import numpy as np
+
+    import gradcodec
+    import gradcodec.torch as gt
+
+    # One rank, without a process group: the state asks torch.distributed for its rank and size.
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 1)
+    g = np.array([1.0, np.nan, 2.0, -np.inf] * 16, np.float32)
+    state, _ = gt.ddp_comm_hook("qsgd4", seed=1)
+    state._start()
+    with pytest.raises(gradcodec.InputError) as e:
+        state.compressor.encode("param0", g)
+    assert str(e.value).endswith('nonfinite="raw" stores such tensors raw'), e.value
+    state, _ = gt.ddp_comm_hook("qsgd4", seed=1, nonfinite="raw")
+    state._start()
+    _, decoded = state.compressor.encode("param0", g)
+    assert decoded.tobytes() == g.tobytes()
+    with pytest.raises(gradcodec.UsageError):
+        gt.ddp_comm_hook("qsgd4", nonfinite="zero")
+
+
 def test_the_hook_state_counts_before_training():
     import gradcodec.torch as gt
 

@@ -21,6 +21,9 @@ enum class NonFinite : uint8_t { Refuse, Raw };
 // default: the option of this library that stores such tensors raw. A caller whose users spell it
 // otherwise gives its own words (the CLI: --nonfinite=raw; the Python module: its keyword).
 inline constexpr const char* kNonfiniteRawAdvice = "nonfinite = NonFinite::Raw stores such tensors raw";
+// Merge's default words (it stores no tensor raw): the way out is the mean re-encoded losslessly.
+inline constexpr const char* kMergeNonfiniteAdvice =
+    "merge stores no tensor raw; the mean re-encoded with the preset lossless keeps such values";
 
 // A frame's tensors, loaded one at a time (loading is serialized: format readers are not
 // required to be thread-safe).

@@ -479,6 +479,7 @@ struct MergeSettings {
   std::function<void(uint64_t done, uint64_t total)> progress;
   bool overwrite = false;            // replace `output` if it exists
   std::string inputs_json;           // the output header's description of the inputs; empty: []
+  std::string nonfinite_advice = kMergeNonfiniteAdvice;  // as MergeOptions::nonfinite_advice
 };
 
 struct MergeSummary {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <gradcodec/container.hpp>
+#include <gradcodec/frame.hpp>
 #include <gradcodec/pipeline.hpp>
 
 #include <cstdint>
@@ -143,6 +144,10 @@ struct MergeOptions {
   // its record is written. Never two calls at once (though perhaps on a worker thread); `done`
   // never decreases and reaches `total` at the end. The CLI's progress bar. Must not throw.
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // What a refusal of a merged tensor the output pipeline cannot code (NaN/Inf, or values beyond
+  // its types) advises: merge stores no tensor raw, so the way out is the mean re-encoded
+  // losslessly, named as the caller's users spell it (the CLI: --method mean --preset lossless).
+  std::string nonfinite_advice = kMergeNonfiniteAdvice;
 };
 
 struct MergeReport {
